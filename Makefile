@@ -1,0 +1,215 @@
+# ParaLab - build, run and grade the labs.  `make help` lists every target and variable.
+#
+# Two build flavours of the same sources:
+#   build/cpu/   always: host memory + OpenBLAS, Open MPI
+#   build/cuda/  when nvcc is found: adds the cuda device backend (cuBLAS) and NCCL;
+#                the backend is still chosen at run time (--device/--comm, PL_DEVICE/PL_COMM)
+SHELL := /bin/bash
+.DEFAULT_GOAL := all
+
+# ---- user variables ---------------------------------------------------------------------
+NP         ?=
+T          ?=
+DEVICE     ?=
+COMM       ?=
+SOLUTION   ?=
+OUT        ?= build/grade
+LAB        ?=
+HIDDEN     ?=
+FLAVOR     ?=
+CUDA_ARCH  ?= 75 80 86 89 90
+NO_CUDA    ?=
+NO_NCCL    ?=
+CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(shell command -v nvcc 2>/dev/null))
+MPI_HOME   ?=
+
+# ---- tools and detection (each a `command -v` or a one-line test compile) ---------------
+MPICC   := $(if $(MPI_HOME),$(MPI_HOME)/bin/mpicc,mpicc)
+MPIRUN  := $(if $(MPI_HOME),$(MPI_HOME)/bin/mpirun,mpirun)
+NVCC    := $(if $(CUDA_HOME),$(CUDA_HOME)/bin/nvcc)
+HASH    := \#
+probe_c  = $(shell printf '$(HASH)include <%s>\nint main(void){return 0;}\n' '$(1)' | $(2) -x c - -o /dev/null $(3) >/dev/null 2>&1 && echo yes)
+detect   = $(eval HAVE_MPICC := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo yes)) \
+           $(eval HAVE_BLAS := $(call probe_c,cblas.h,cc,-lopenblas)) \
+           $(eval HAVE_CJSON := $(call probe_c,cjson/cJSON.h,cc,-lcjson)) \
+           $(eval HAVE_ZLIB := $(call probe_c,zlib.h,cc,-lz))
+$(call detect)
+MISSING := $(if $(HAVE_MPICC),,mpicc) $(if $(HAVE_BLAS),,openblas) $(if $(HAVE_CJSON),,cjson) $(if $(HAVE_ZLIB),,zlib)
+MISSING := $(strip $(MISSING))
+NO_DEPS_GOALS := help doctor clean config
+ifneq ($(MISSING),)
+ifneq ($(filter-out $(NO_DEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
+$(info paralab: missing $(MISSING): running scripts/install-deps.sh)
+DEPS_RC := $(shell scripts/install-deps.sh 1>&2; echo $$?)
+$(call detect)
+MISSING := $(strip $(if $(HAVE_MPICC),,mpicc) $(if $(HAVE_BLAS),,openblas) $(if $(HAVE_CJSON),,cjson) $(if $(HAVE_ZLIB),,zlib))
+ifneq ($(MISSING),)
+$(error still missing: $(MISSING). Install them (scripts/install-deps.sh prints how) or set MPI_HOME=)
+endif
+endif
+endif
+
+HAVE_NVCC := $(if $(NO_CUDA),,$(if $(NVCC),$(shell test -x $(NVCC) && echo yes)))
+HAVE_NCCL := $(if $(HAVE_NVCC),$(if $(NO_NCCL),,$(shell test -f $(CUDA_HOME)/include/nccl.h -o -f /usr/include/nccl.h && echo yes)))
+HAVE_GPU  := $(shell nvidia-smi -L 2>/dev/null | grep -q GPU && echo yes)
+# Which flavour runs the labs: cuda when it is built and a GPU is present, else cpu.
+FLAVOR    := $(or $(FLAVOR),$(if $(and $(HAVE_NVCC),$(HAVE_GPU)),cuda,cpu))
+
+# ---- MPI environment for users: root, oversubscription, one BLAS thread per rank --------
+export OMPI_MCA_rmaps_base_oversubscribe := 1
+export OPENBLAS_NUM_THREADS := 1
+ifeq ($(shell id -u),0)
+export OMPI_ALLOW_RUN_AS_ROOT := 1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
+endif
+
+# ---- flags --------------------------------------------------------------------------------
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=c11 -Wall -Wextra -D_GNU_SOURCE -Icommon -Igrader
+LDLIBS   := -lopenblas -lcjson -lz -lm
+CUDA_CFLAGS := -DPL_HAVE_CUDA $(if $(HAVE_NCCL),-DPL_HAVE_NCCL)
+CUDA_LIBDIRS := $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib)
+CUDA_LDLIBS := $(foreach d,$(CUDA_LIBDIRS),-L$(d) -Wl,-rpath,$(d)) -lcublas -lcudart $(if $(HAVE_NCCL),-lnccl) -lstdc++
+NVCCFLAGS := -O2 -std=c++17 -Icommon $(shell $(MPICC) --showme:compile 2>/dev/null) \
+             $(CUDA_CFLAGS) $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
+             -Xcompiler -Wall,-Wextra
+
+B := build
+COMMON_C   := $(wildcard common/*.c)
+COMMON_CU  := $(wildcard common/*.cu)
+COMMON_H   := $(wildcard common/*.h)
+CPU_OBJ    := $(COMMON_C:common/%.c=$(B)/cpu/common/%.o) $(B)/cpu/driver.o
+CUDA_OBJ   := $(COMMON_C:common/%.c=$(B)/cuda/common/%.o) $(B)/cuda/driver.o \
+              $(if $(HAVE_NCCL),$(COMMON_CU:common/%.cu=$(B)/cuda/common/%.o),$(filter-out $(B)/cuda/common/pl_comm_nccl.o,$(COMMON_CU:common/%.cu=$(B)/cuda/common/%.o)))
+ENGINE     := $(B)/tools/pl-grade
+ENGINE_SRC := $(wildcard grader/engine*.c)
+
+FLAVORS := cpu $(if $(HAVE_NVCC),cuda)
+LAB_DIRS := $(sort $(wildcard labs/[0-9][0-9]-*))
+LAB_NAMES := $(notdir $(LAB_DIRS))
+# lab number -> directory name, e.g. 1 -> 01-collectives
+lab_name = $(notdir $(firstword $(wildcard labs/$(shell printf %02d $(1) 2>/dev/null)-*)))
+lab_num  = $(firstword $(subst -, ,$(1)))
+lab_bin  = $(B)/$(2)/$(3)/lab$(call lab_num,$(1))
+
+.PHONY: all libs engine config help doctor test test-bins bench clean grade drivers driver FORCE
+
+all: config libs engine drivers
+
+config:
+	@echo "paralab: mpicc $(if $(HAVE_MPICC),found,MISSING)  openblas $(if $(HAVE_BLAS),found,MISSING)  cjson $(if $(HAVE_CJSON),found,MISSING)  zlib $(if $(HAVE_ZLIB),found,MISSING)"
+	@echo "paralab: nvcc $(if $(HAVE_NVCC),$(NVCC) (cuda flavour builds; arch $(CUDA_ARCH)),not used$(if $(NO_CUDA), (NO_CUDA=1), (not found): cpu flavour only))  nccl $(if $(HAVE_NCCL),found,skipped)  gpu $(if $(HAVE_GPU),present,none)  -> labs run the $(FLAVOR) flavour"
+
+libs: $(foreach f,$(FLAVORS),$(B)/$(f)/libparalab.a)
+
+$(B)/cpu/libparalab.a: $(CPU_OBJ)
+	@rm -f $@ && ar rcs $@ $^
+$(B)/cuda/libparalab.a: $(CUDA_OBJ)
+	@rm -f $@ && ar rcs $@ $^
+
+$(B)/cpu/common/%.o: common/%.c $(COMMON_H)
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS) -c $< -o $@
+$(B)/cuda/common/%.o: common/%.c $(COMMON_H)
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS) $(CUDA_CFLAGS) -I$(CUDA_HOME)/include -c $< -o $@
+$(B)/cuda/common/%.o: common/%.cu $(COMMON_H)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+$(B)/%/driver.o: grader/driver.c grader/driver.h $(COMMON_H)
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS) $(if $(filter cuda,$*),$(CUDA_CFLAGS)) -c $< -o $@
+
+engine: $(ENGINE)
+$(ENGINE): $(ENGINE_SRC) $(wildcard grader/engine*.h)
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -O2 -Wall -Wextra -D_GNU_SOURCE $(ENGINE_SRC) -lcjson -o $@
+
+# One driver binary: the lab's driver program linked with a directory of student files.
+#   make driver LAB=01-collectives SRC=labs/01-collectives BIN=build/cpu/labs/lab01 FLAVOR=cpu
+# The driver is grader/drivers/labNN.c, or the lab's own program when the lab has one.
+ifdef BIN
+DRV_MAIN := $(firstword $(wildcard grader/drivers/lab$(call lab_num,$(LAB)).c))
+DRV_SRC  := $(or $(SRCFILES),$(wildcard $(SRC)/*.c))
+$(BIN): $(DRV_MAIN) $(DRV_SRC) $(wildcard labs/$(LAB)/*.h) $(B)/$(FLAVOR)/libparalab.a
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS) -Ilabs/$(LAB) $(if $(filter cuda,$(FLAVOR)),$(CUDA_CFLAGS) -I$(CUDA_HOME)/include) \
+	  $(DRV_MAIN) $(DRV_SRC) $(B)/$(FLAVOR)/libparalab.a $(LDLIBS) $(if $(filter cuda,$(FLAVOR)),$(CUDA_LDLIBS)) -o $@
+driver: $(BIN)
+endif
+
+# Every lab's starter and solution in every flavour (what `make test` checks builds).
+drivers: libs
+	@for f in $(FLAVORS); do for l in $(LAB_NAMES); do \
+	  for kind in labs solutions; do \
+	    [ -d $$kind/$$l ] || continue; \
+	    $(MAKE) --no-print-directory driver LAB=$$l SRC=$$kind/$$l FLAVOR=$$f \
+	      BIN=$(B)/$$f/$$kind/lab$${l%%-*} || exit 1; \
+	  done; done; done
+
+# make lab-N: build labs/N (or solutions/N with SOLUTION=1) and grade it.
+lab-%: libs engine FORCE
+	@l="$(call lab_name,$*)"; [ -n "$$l" ] || { echo "error: no lab $* (labs: $(LAB_NAMES))" >&2; exit 2; }; \
+	kind=$(if $(SOLUTION),solutions,labs); [ -d $$kind/$$l ] || kind=labs; \
+	bin=$(B)/$(FLAVOR)/$$kind/lab$${l%%-*}; \
+	$(ENGINE) --lab $$l --rubric grader/rubrics/$$l.rubric --driver $$bin \
+	  --build "$(MAKE) --no-print-directory -s driver LAB=$$l SRC=$$kind/$$l FLAVOR=$(FLAVOR) BIN=$$bin" \
+	  --mpirun "$(MPIRUN)" $(if $(NP),--np "$(NP)") $(if $(T),--filter '$(T)') \
+	  $(if $(DEVICE),--device $(DEVICE)) $(if $(COMM),--comm $(COMM)) $(if $(HIDDEN),--hidden $(HIDDEN)) \
+	  $(if $(RUBRIC_SCALE),--test-scale) --out $(OUT)/$$l
+
+# make grade [LAB=N] [SOLUTION=1] [OUT=dir]: every lab (or one) with machine-readable reports.
+grade: libs engine
+	@rc=0; for l in $(if $(LAB),$(call lab_name,$(LAB)),$(LAB_NAMES)); do \
+	  [ -f grader/rubrics/$$l.rubric ] || continue; \
+	  $(MAKE) --no-print-directory lab-$${l%%-*} OUT=$(OUT) || rc=1; done; \
+	echo "reports in $(OUT)/<lab>/ (results.json, junit.xml, cases.json)"; exit $$rc
+
+doctor:
+	@MPIRUN="$(MPIRUN)" NVCC="$(NVCC)" CUDA_HOME="$(CUDA_HOME)" scripts/doctor.sh
+
+TEST_SRC  := $(wildcard tests/harness/*.c)
+TEST_BINS := $(patsubst tests/harness/%.c,$(B)/cpu/tests/%,$(filter-out tests/harness/jsoncheck.c,$(TEST_SRC))) $(B)/tools/jsoncheck
+$(B)/cpu/tests/%: tests/harness/%.c tests/harness/tap.h $(B)/cpu/libparalab.a
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS) $< $(B)/cpu/libparalab.a $(LDLIBS) -o $@
+$(B)/tools/jsoncheck: tests/harness/jsoncheck.c
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -O2 -Wall -Wextra $< -lcjson -o $@
+test-bins: $(TEST_BINS)
+
+test: all test-bins
+	@MAKE="$(MAKE)" MPIRUN="$(MPIRUN)" HAVE_NVCC="$(HAVE_NVCC)" tests/run.sh
+
+BENCH_BINS := $(patsubst tests/bench/%.c,$(B)/cpu/bench/%,$(wildcard tests/bench/*.c))
+$(B)/cpu/bench/%: tests/bench/%.c $(B)/cpu/libparalab.a
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS) $< $(B)/cpu/libparalab.a $(LDLIBS) -o $@
+
+bench: all $(BENCH_BINS)
+	@MAKE="$(MAKE)" MPIRUN="$(MPIRUN)" tests/bench.sh
+
+clean:
+	rm -rf $(B)
+
+FORCE:
+
+help:
+	@echo "ParaLab targets:"
+	@echo "  make               build the harness, the grader and every lab (cpu; cuda too when nvcc is found)"
+	@echo "  make lab-N         build labs/NN-* and grade it (e.g. make lab-1); exit 0 only at full marks"
+	@echo "  make grade         grade every lab (or LAB=N), writing results.json, junit.xml, cases.json to OUT"
+	@echo "  make test          the project's own tests; last line 'N passed, M failed'"
+	@echo "  make bench         side-by-side benchmarks, printed as ratio lines"
+	@echo "  make doctor        what works on this machine: MPI, GPUs, driver/runtime, NCCL, backends"
+	@echo "  make config        what the build found and what it skips"
+	@echo "  make clean         remove build/"
+	@echo "Variables:"
+	@echo "  SOLUTION=1         grade solutions/NN-* instead of labs/NN-*"
+	@echo "  NP=\"3 5\"           world sizes to run (default: the lab's rubric)"
+	@echo "  T=pattern          only cases whose name matches the glob (e.g. T='allreduce_ring*')"
+	@echo "  DEVICE=cpu|cuda    force the device backend; COMM=mpi|nccl force the comm backend"
+	@echo "  LAB=N  OUT=dir     for make grade; HIDDEN=dir adds an instructor's hidden cases"
+	@echo "  TRACE=1            write a Chrome trace (trace.json) of each run, for Perfetto"
+	@echo "  FLAVOR=cpu|cuda    which build runs the labs (default: cuda when built and a GPU is present)"
+	@echo "  NO_CUDA=1 NO_NCCL=1 CUDA_HOME=dir MPI_HOME=dir CUDA_ARCH=\"80 90\"  build controls"

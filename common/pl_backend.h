@@ -1,0 +1,136 @@
+/* pl_backend.h - the two backend tables behind the harness API (internal).
+ *
+ * A backend is a table of function pointers plus its private state (the ggml idea, one
+ * level deep). The generic layer (pl_device.c, pl_comm.c) validates arguments, records
+ * instrumentation and dispatches; a backend only moves bytes. Entries marked optional
+ * may be NULL. Lab code never includes this header.
+ */
+#ifndef PL_BACKEND_H
+#define PL_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pl_comm.h"
+#include "pl_device.h"
+#include "pl_runtime.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A stream: the backend's native handle plus the bookkeeping the cpu backend needs to
+ * give asynchronous communication in-order stream semantics. */
+struct pl_stream {
+    int id;          /* 0 compute, 1 comm */
+    void *native;    /* cudaStream_t on cuda, NULL on cpu */
+    uint64_t issued;    /* asynchronous ops issued on this stream (cpu + mpi)     */
+    uint64_t completed; /* ... and completed, in order                            */
+    double completed_at;/* host time the last one completed                       */
+};
+
+struct pl_event {
+    void *native;      /* cudaEvent_t on cuda */
+    pl_stream *stream; /* cpu: stream and position recorded */
+    uint64_t seq;
+    double t;          /* cpu: time the stream passed the event, < 0 until then */
+    bool recorded;
+};
+
+struct pl_comm {
+    int rank, size, id;
+    void *mpi;     /* MPI_Comm (pointer-sized handle in Open MPI), owned by pl_comm.c */
+    void *backend; /* ncclComm_t on nccl, NULL on mpi */
+};
+
+typedef struct {
+    const char *name;
+    /* Pick and open the device for this rank; fills info->cuda_device. */
+    void (*init)(pl_runtime_info *info);
+    void (*finalize)(void);
+    void *(*malloc)(size_t bytes);
+    void (*free)(void *p);
+    void (*upload)(void *dst, const void *src, size_t bytes);
+    void (*download)(void *dst, const void *src, size_t bytes);
+    void (*copy)(void *dst, const void *src, size_t bytes, pl_stream *s);
+    void (*memset)(void *p, int byte, size_t bytes, pl_stream *s);
+    void (*fill)(float *p, float v, size_t n, pl_stream *s);
+    void (*reduce_local)(float *dst, const float *src, size_t n, pl_op op, pl_stream *s);
+    void (*scale)(float *p, float alpha, size_t n, pl_stream *s);
+    void (*gemm)(bool ta, bool tb, int m, int n, int k, float alpha, const float *A, int lda,
+                 const float *B, int ldb, float beta, float *C, int ldc, pl_stream *s);
+    /* streams/events on the native handles; optional on cpu (NULL = nothing to do) */
+    void (*stream_create)(pl_stream *s);
+    void (*stream_destroy)(pl_stream *s);
+    void (*stream_sync)(pl_stream *s);
+    bool (*stream_query)(pl_stream *s);
+    void (*event_create)(pl_event *e);
+    void (*event_destroy)(pl_event *e);
+    void (*event_record)(pl_event *e, pl_stream *s);
+    void (*stream_wait_event)(pl_stream *s, pl_event *e);
+    bool (*event_query)(pl_event *e);
+    float (*event_elapsed_ms)(pl_event *a, pl_event *b);
+    void (*region_begin)(const char *name); /* optional: NVTX */
+    void (*region_end)(void);               /* optional */
+} pl_device_backend;
+
+typedef struct {
+    const char *name;
+    void (*init)(pl_comm *world);      /* world->mpi is set; create backend state */
+    void (*finalize)(void);
+    void (*comm_init)(pl_comm *c);     /* after a split: c->mpi, rank, size are set */
+    void (*comm_free)(pl_comm *c);
+    void (*group_start)(void);
+    void (*group_end)(void);
+    void (*send)(const float *buf, size_t count, int peer, pl_comm *c, pl_stream *s);
+    void (*recv)(float *buf, size_t count, int peer, pl_comm *c, pl_stream *s);
+    void (*allreduce)(const float *sb, float *rb, size_t n, pl_op op, pl_comm *c, pl_stream *s);
+    void (*allgather)(const float *sb, float *rb, size_t n, pl_comm *c, pl_stream *s);
+    void (*reduce_scatter)(const float *sb, float *rb, size_t n, pl_op op, pl_comm *c,
+                           pl_stream *s);
+    void (*broadcast)(const float *sb, float *rb, size_t n, int root, pl_comm *c, pl_stream *s);
+    void (*reduce)(const float *sb, float *rb, size_t n, pl_op op, int root, pl_comm *c,
+                   pl_stream *s);
+    void (*alltoall)(const float *sb, float *rb, size_t n, pl_comm *c, pl_stream *s);
+    /* Complete this stream's pending asynchronous operations (optional). */
+    void (*drain)(pl_stream *s);
+    /* Tear down after the watchdog fired, before the job is aborted (optional). */
+    void (*abort)(void);
+} pl_comm_backend;
+
+extern const pl_device_backend pl_device_cpu;
+extern const pl_comm_backend pl_comm_mpi;
+#ifdef PL_HAVE_CUDA
+extern const pl_device_backend pl_device_cuda;
+/* Number of usable CUDA devices, or -1 with a one-line reason in `why` (e.g. the driver
+ * is older than the runtime). Never aborts: `auto` uses it to decide. */
+int pl_cuda_probe(char *why, size_t why_len);
+void pl_cuda_versions(char *buf, size_t len); /* "driver 13.0, runtime 13.0" */
+#endif
+#ifdef PL_HAVE_NCCL
+extern const pl_comm_backend pl_comm_nccl;
+void pl_nccl_version(char *buf, size_t len);
+#endif
+
+/* The backends in use (set by pl_init). */
+extern const pl_device_backend *pl_dev;
+extern const pl_comm_backend *pl_cb;
+
+/* Stream lookups for backends: NULL means the compute stream. */
+pl_stream *pl_stream_resolve(pl_stream *s);
+
+/* Error checks for backend code: print rank, file, line, the statement and the reason, and
+ * abort the job. The CUDA/cuBLAS/NCCL variants live in pl_cuda_check.h (CUDA builds only). */
+#define PL_MPI_CHECK(stmt)                                                        \
+    do {                                                                          \
+        int pl_mpi_rc_ = (stmt);                                                  \
+        if (pl_mpi_rc_ != 0) pl_fatal(__FILE__, __LINE__, #stmt, pl_mpi_error_string(pl_mpi_rc_)); \
+    } while (0)
+const char *pl_mpi_error_string(int rc);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

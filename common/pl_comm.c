@@ -1,0 +1,232 @@
+/* pl_comm.c - the generic comm layer: communicators, argument checks, group depth and
+ * instrumentation of every operation; the backend in pl_cb moves the bytes. */
+#include <limits.h>
+#include <mpi.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "pl_backend.h"
+#include "pl_internal.h"
+
+static pl_comm g_world;
+static int g_next_comm_id = 1;
+static int g_group_depth;
+
+/* Events of the point-to-point calls in the open group, closed at the outermost end. */
+static size_t *g_group_events;
+static size_t g_group_n, g_group_cap;
+
+void pl_comm_setup_world(void) {
+    MPI_Comm dup;
+    PL_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &dup));
+    /* Errors come back to the harness, which explains them and aborts the job. */
+    MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+    g_world.mpi = (void *)dup;
+    g_world.rank = pl_rank();
+    g_world.size = pl_world();
+    g_world.id = 0;
+    pl_cb->init(&g_world);
+}
+
+void pl_comm_teardown(void) {
+    if (pl_cb->finalize) pl_cb->finalize();
+    MPI_Comm c = (MPI_Comm)g_world.mpi;
+    MPI_Comm_free(&c);
+    free(g_group_events);
+    g_group_events = NULL;
+    g_group_n = g_group_cap = 0;
+}
+
+pl_comm *pl_comm_world(void) { return &g_world; }
+int pl_comm_rank(const pl_comm *c) { return c->rank; }
+int pl_comm_size(const pl_comm *c) { return c->size; }
+
+pl_comm *pl_comm_split(pl_comm *parent, int color, int key) {
+    PL_CHECK(parent != NULL, "pl_comm_split: NULL parent");
+    PL_CHECK(g_group_depth == 0, "pl_comm_split inside a group");
+    pl_device_sync();
+    MPI_Comm nc;
+    PL_MPI_CHECK(MPI_Comm_split((MPI_Comm)parent->mpi, color < 0 ? MPI_UNDEFINED : color, key, &nc));
+    if (nc == MPI_COMM_NULL) return NULL;
+    MPI_Comm_set_errhandler(nc, MPI_ERRORS_RETURN);
+    pl_comm *c = calloc(1, sizeof *c);
+    PL_CHECK(c != NULL, "out of host memory");
+    c->mpi = (void *)nc;
+    MPI_Comm_rank(nc, &c->rank);
+    MPI_Comm_size(nc, &c->size);
+    c->id = g_next_comm_id++;
+    if (pl_cb->comm_init) pl_cb->comm_init(c);
+    return c;
+}
+
+void pl_comm_free(pl_comm *c) {
+    if (!c || c == &g_world) return;
+    pl_device_sync();
+    if (pl_cb->comm_free) pl_cb->comm_free(c);
+    MPI_Comm m = (MPI_Comm)c->mpi;
+    MPI_Comm_free(&m);
+    free(c);
+}
+
+/* -- instrumentation -------------------------------------------------------------------- */
+static size_t open_event(pl_op_kind kind, int peer, uint64_t bytes, pl_comm *c, pl_stream *s) {
+    pl_trace_event e = {.kind = kind, .stream = s->id, .peer = peer, .comm_id = c->id,
+                        .comm_size = c->size, .bytes = bytes, .t_start = pl_trace_clock(),
+                        .t_end = -1};
+    return pl_trace_record_open(&e);
+}
+
+/* A collective either completed inside the backend call (closed now) or was queued on an
+ * asynchronous stream (the backend closes it when it completes). */
+size_t pl_comm_current_event = (size_t)-1;
+
+static void check_comm(pl_comm *c, pl_stream **s, const char *what) {
+    if (!c) pl_fatal(__FILE__, __LINE__, what, "NULL communicator");
+    *s = pl_stream_resolve(*s);
+}
+
+static void check_bufs(const void *sb, const void *rb, size_t count, const char *what) {
+    if (count > (size_t)INT_MAX) pl_fatal(__FILE__, __LINE__, what, "count exceeds INT_MAX elements");
+    if (count && (!sb || !rb)) pl_fatal(__FILE__, __LINE__, what, "NULL buffer with count > 0");
+}
+
+static void check_rank(int r, const pl_comm *c, const char *what, const char *role) {
+    if (r < 0 || r >= c->size) {
+        char why[96];
+        snprintf(why, sizeof why, "%s %d is not a rank of a communicator of %d", role, r, c->size);
+        pl_fatal(__FILE__, __LINE__, what, why);
+    }
+}
+
+/* -- point-to-point --------------------------------------------------------------------- */
+void pl_group_start(void) {
+    if (g_group_depth++ == 0 && pl_cb->group_start) pl_cb->group_start();
+}
+
+void pl_group_end(void) {
+    PL_CHECK(g_group_depth > 0, "pl_group_end without pl_group_start");
+    if (--g_group_depth > 0) return;
+    if (pl_cb->group_end) pl_cb->group_end();
+    double t = pl_trace_clock();
+    for (size_t i = 0; i < g_group_n; i++) pl_trace_close(g_group_events[i], t);
+    g_group_n = 0;
+}
+
+static void p2p(int is_send, float *buf, size_t count, int peer, pl_comm *c, pl_stream *s) {
+    const char *what = is_send ? "pl_send" : "pl_recv";
+    check_comm(c, &s, what);
+    check_rank(peer, c, what, "peer");
+    check_bufs(buf, buf, count, what);
+    if (count == 0) return; /* a zero-length message is a no-op on every backend */
+    if (peer == c->rank) pl_fatal(__FILE__, __LINE__, what, "send/recv to self: use pl_copy");
+    size_t ev = open_event(is_send ? PL_OP_SEND : PL_OP_RECV, peer, count * sizeof(float), c, s);
+    if (g_group_n == g_group_cap) {
+        g_group_cap = g_group_cap ? 2 * g_group_cap : 64;
+        g_group_events = realloc(g_group_events, g_group_cap * sizeof *g_group_events);
+        PL_CHECK(g_group_events != NULL, "out of host memory");
+    }
+    g_group_events[g_group_n++] = ev;
+    /* Outside a group, a call is a group of one. */
+    pl_group_start();
+    if (is_send) pl_cb->send(buf, count, peer, c, s);
+    else pl_cb->recv(buf, count, peer, c, s);
+    pl_group_end();
+}
+
+void pl_send(const float *buf, size_t count, int peer, pl_comm *c, pl_stream *s) {
+    p2p(1, (float *)buf, count, peer, c, s);
+}
+
+void pl_recv(float *buf, size_t count, int peer, pl_comm *c, pl_stream *s) {
+    p2p(0, buf, count, peer, c, s);
+}
+
+/* -- collectives ------------------------------------------------------------------------- */
+static void begin_coll(pl_op_kind kind, int root, uint64_t bytes, pl_comm *c, pl_stream *s,
+                       const char *what) {
+    PL_CHECK(g_group_depth == 0 || pl_info()->comm == PL_COMM_NCCL,
+             "library collectives inside a group are only supported on nccl");
+    (void)what;
+    pl_comm_current_event = open_event(kind, root, bytes, c, s);
+}
+
+static void end_coll(pl_stream *s, uint64_t issued_before) {
+    if (s->issued == issued_before) pl_trace_close(pl_comm_current_event, pl_trace_clock());
+    pl_comm_current_event = (size_t)-1;
+}
+
+#define COLL_BYTES(n) ((uint64_t)(n) * sizeof(float))
+
+void pl_allreduce(const float *sb, float *rb, size_t n, pl_op op, pl_comm *c, pl_stream *s) {
+    check_comm(c, &s, "pl_allreduce");
+    check_bufs(sb, rb, n, "pl_allreduce");
+    uint64_t before = s->issued;
+    begin_coll(PL_OP_ALLREDUCE, -1, COLL_BYTES(n), c, s, "pl_allreduce");
+    pl_cb->allreduce(sb, rb, n, op, c, s);
+    end_coll(s, before);
+}
+
+void pl_allgather(const float *sb, float *rb, size_t n, pl_comm *c, pl_stream *s) {
+    check_comm(c, &s, "pl_allgather");
+    check_bufs(sb, rb, n * (size_t)c->size, "pl_allgather");
+    uint64_t before = s->issued;
+    begin_coll(PL_OP_ALLGATHER, -1, COLL_BYTES(n) * c->size, c, s, "pl_allgather");
+    pl_cb->allgather(sb, rb, n, c, s);
+    end_coll(s, before);
+}
+
+void pl_reduce_scatter(const float *sb, float *rb, size_t n, pl_op op, pl_comm *c, pl_stream *s) {
+    check_comm(c, &s, "pl_reduce_scatter");
+    check_bufs(sb, rb, n * (size_t)c->size, "pl_reduce_scatter");
+    uint64_t before = s->issued;
+    begin_coll(PL_OP_REDUCE_SCATTER, -1, COLL_BYTES(n) * c->size, c, s, "pl_reduce_scatter");
+    pl_cb->reduce_scatter(sb, rb, n, op, c, s);
+    end_coll(s, before);
+}
+
+void pl_broadcast(const float *sb, float *rb, size_t n, int root, pl_comm *c, pl_stream *s) {
+    check_comm(c, &s, "pl_broadcast");
+    check_rank(root, c, "pl_broadcast", "root");
+    check_bufs(c->rank == root ? sb : rb, rb, n, "pl_broadcast");
+    uint64_t before = s->issued;
+    begin_coll(PL_OP_BROADCAST, root, COLL_BYTES(n), c, s, "pl_broadcast");
+    pl_cb->broadcast(sb, rb, n, root, c, s);
+    end_coll(s, before);
+}
+
+void pl_reduce(const float *sb, float *rb, size_t n, pl_op op, int root, pl_comm *c, pl_stream *s) {
+    check_comm(c, &s, "pl_reduce");
+    check_rank(root, c, "pl_reduce", "root");
+    check_bufs(sb, c->rank == root ? rb : sb, n, "pl_reduce");
+    uint64_t before = s->issued;
+    begin_coll(PL_OP_REDUCE, root, COLL_BYTES(n), c, s, "pl_reduce");
+    pl_cb->reduce(sb, rb, n, op, root, c, s);
+    end_coll(s, before);
+}
+
+void pl_alltoall(const float *sb, float *rb, size_t n, pl_comm *c, pl_stream *s) {
+    check_comm(c, &s, "pl_alltoall");
+    check_bufs(sb, rb, n * (size_t)c->size, "pl_alltoall");
+    uint64_t before = s->issued;
+    begin_coll(PL_OP_ALLTOALL, -1, COLL_BYTES(n) * c->size, c, s, "pl_alltoall");
+    pl_cb->alltoall(sb, rb, n, c, s);
+    end_coll(s, before);
+}
+
+void pl_barrier(pl_comm *c) {
+    PL_CHECK(c != NULL, "pl_barrier: NULL communicator");
+    PL_CHECK(g_group_depth == 0, "pl_barrier inside a group");
+    pl_device_sync();
+    MPI_Request req;
+    PL_MPI_CHECK(MPI_Ibarrier((MPI_Comm)c->mpi, &req));
+    int done = 0;
+    pl_watchdog_arm("barrier", -1);
+    for (;;) {
+        PL_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+        if (done) break;
+        pl_watchdog_poll();
+        sched_yield(); /* ranks often outnumber cores here */
+    }
+    pl_watchdog_disarm();
+}

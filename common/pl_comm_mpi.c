@@ -1,0 +1,357 @@
+/* pl_comm_mpi.c - the mpi comm backend.
+ *
+ * Point-to-point uses synchronous-mode sends (MPI_Issend): a send completes only once the
+ * receiver has posted the matching receive, as in NCCL, so a program that would deadlock
+ * on NCCL deadlocks here too instead of passing by luck of eager buffering.
+ * Every wait polls with the watchdog armed. Collectives issued on the comm stream of the
+ * cpu device stay in flight (MPI non-blocking collectives) until the stream is drained, so
+ * communication really overlaps computation. On the cuda device, buffers are staged
+ * through host memory and every operation completes before it returns.
+ */
+#include <mpi.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pl_backend.h"
+#include "pl_internal.h"
+
+extern size_t pl_comm_current_event;
+
+/* One MPI request in flight and what to do when it completes. */
+typedef struct {
+    MPI_Request req;
+    const char *op;
+    int peer;
+    float *upload_to;     /* cuda: device destination of the staged result     */
+    float *stage;         /* host staging buffer to free at the end            */
+    float *scratch;       /* host scratch copy to free at the end              */
+    const float *result;  /* host result to upload (inside stage)              */
+    size_t result_bytes;
+    float *scale_buf;     /* PL_AVG: divide these elements by scale_div        */
+    size_t scale_n;
+    float scale_div;
+    size_t trace_event;   /* event to close on completion, or (size_t)-1       */
+} pending;
+
+typedef struct {
+    pending *v;
+    size_t n, cap;
+} pending_list;
+
+static pending_list g_group;      /* posted inside the open group                      */
+static pending_list g_stream_q[2]; /* async collectives per stream (cpu device only)   */
+
+static int on_cuda(void) { return pl_info()->device == PL_DEVICE_CUDA; }
+
+static pending *push(pending_list *l) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 16;
+        l->v = realloc(l->v, l->cap * sizeof *l->v);
+        PL_CHECK(l->v != NULL, "out of host memory");
+    }
+    pending *p = &l->v[l->n++];
+    memset(p, 0, sizeof *p);
+    p->req = MPI_REQUEST_NULL;
+    p->trace_event = (size_t)-1;
+    return p;
+}
+
+static void finish(pending *p) {
+    if (p->scale_buf) {
+        for (size_t i = 0; i < p->scale_n; i++) p->scale_buf[i] /= p->scale_div;
+    }
+    if (p->upload_to && p->result_bytes) pl_dev->upload(p->upload_to, p->result, p->result_bytes);
+    free(p->stage);
+    free(p->scratch);
+    p->stage = p->scratch = NULL;
+    if (p->trace_event != (size_t)-1) pl_trace_close(p->trace_event, pl_trace_clock());
+}
+
+/* Wait for every request in l, oldest first in the watchdog's report. */
+static void wait_list(pending_list *l) {
+    size_t n = l->n;
+    if (n == 0) return;
+    MPI_Request *reqs = malloc(n * sizeof *reqs);
+    int *idx = malloc(n * sizeof *idx);
+    char *done = calloc(n, 1);
+    MPI_Status *statuses = malloc(n * sizeof *statuses);
+    PL_CHECK(reqs && idx && done && statuses, "out of host memory");
+    for (size_t i = 0; i < n; i++) reqs[i] = l->v[i].req;
+    size_t remaining = n, first = 0, spins = 0;
+    for (size_t i = 0; i < n; i++)
+        if (reqs[i] == MPI_REQUEST_NULL) { done[i] = 1; remaining--; }
+    while (first < n && done[first]) first++;
+    if (remaining) pl_watchdog_arm(l->v[first].op, l->v[first].peer);
+    while (remaining) {
+        int outcount = 0;
+        int rc = MPI_Testsome((int)n, reqs, &outcount, idx, statuses);
+        if (rc != MPI_SUCCESS) {
+            /* The usual cause: a send and its receive disagree on the count. */
+            int err = rc;
+            for (int j = 0; rc == MPI_ERR_IN_STATUS && j < outcount; j++)
+                if (statuses[j].MPI_ERROR != MPI_SUCCESS) err = statuses[j].MPI_ERROR;
+            int cls = err;
+            MPI_Error_class(err, &cls);
+            char why[256];
+            snprintf(why, sizeof why, "%s%s", pl_mpi_error_string(err),
+                     cls == MPI_ERR_TRUNCATE ? " (a send and its matching recv must have the same count)" : "");
+            pl_fatal(__FILE__, __LINE__, l->v[first].op, why);
+        }
+        if (outcount == MPI_UNDEFINED) break;
+        for (int j = 0; j < outcount; j++) {
+            done[idx[j]] = 1;
+            remaining--;
+        }
+        if (outcount > 0) {
+            while (first < n && done[first]) first++;
+            if (first < n) pl_watchdog_arm(l->v[first].op, l->v[first].peer);
+            continue;
+        }
+        pl_watchdog_poll();
+        /* Ranks usually outnumber cores in these labs: let the peer run. */
+        if (++spins > 16) sched_yield();
+    }
+    pl_watchdog_disarm();
+    for (size_t i = 0; i < n; i++) finish(&l->v[i]);
+    l->n = 0;
+    free(reqs);
+    free(idx);
+    free(done);
+    free(statuses);
+}
+
+/* -- staging ----------------------------------------------------------------------------- */
+/* A host view of a device buffer for reading. cpu: the buffer itself. */
+static const float *host_in(const float *dev, size_t n, pending *p) {
+    if (!on_cuda() || n == 0) return dev;
+    float *h = malloc(n * sizeof *h);
+    PL_CHECK(h != NULL, "out of host memory for staging");
+    pl_dev->download(h, dev, n * sizeof *h);
+    p->stage = h;
+    return h;
+}
+
+/* -- lifecycle ---------------------------------------------------------------------------- */
+static void mpi_init(pl_comm *world) { (void)world; }
+
+static void mpi_finalize(void) {
+    wait_list(&g_group);
+    wait_list(&g_stream_q[0]);
+    wait_list(&g_stream_q[1]);
+    free(g_group.v);
+    free(g_stream_q[0].v);
+    free(g_stream_q[1].v);
+    memset(&g_group, 0, sizeof g_group);
+    memset(g_stream_q, 0, sizeof g_stream_q);
+}
+
+static void mpi_group_start(void) {}
+
+static void mpi_group_end(void) { wait_list(&g_group); }
+
+#define PL_P2P_TAG 7
+
+static void mpi_send(const float *buf, size_t count, int peer, pl_comm *c, pl_stream *s) {
+    if (on_cuda()) pl_dev->stream_sync(s);
+    pending *p = push(&g_group);
+    p->op = "send";
+    p->peer = peer;
+    const float *h = host_in(buf, count, p);
+    PL_MPI_CHECK(MPI_Issend(h, (int)count, MPI_FLOAT, peer, PL_P2P_TAG, (MPI_Comm)c->mpi, &p->req));
+}
+
+static void mpi_recv(float *buf, size_t count, int peer, pl_comm *c, pl_stream *s) {
+    if (on_cuda()) pl_dev->stream_sync(s);
+    pending *p = push(&g_group);
+    p->op = "recv";
+    p->peer = peer;
+    float *h = buf;
+    if (on_cuda()) {
+        h = malloc(count * sizeof *h);
+        PL_CHECK(h != NULL, "out of host memory for staging");
+        p->stage = h;
+        p->upload_to = buf;
+        p->result = h;
+        p->result_bytes = count * sizeof *h;
+    }
+    PL_MPI_CHECK(MPI_Irecv(h, (int)count, MPI_FLOAT, peer, PL_P2P_TAG, (MPI_Comm)c->mpi, &p->req));
+}
+
+/* -- collectives ---------------------------------------------------------------------------
+ * Each collective gets host pointers for its input and output. On cpu those are the
+ * buffers themselves; on cuda one host buffer holds a copy of the output region, with the
+ * input copied beside it, and is uploaded back on completion. */
+typedef struct {
+    const float *in;
+    float *out;
+    pending *p;
+} host_pair;
+
+static host_pair stage_pair(const char *op, const float *sb, size_t in_n, float *rb, size_t out_n,
+                            int out_needs_contents, pl_stream *s) {
+    pending_list *l = (!on_cuda() && s->id == 1) ? &g_stream_q[1] : &g_group;
+    pending *p = push(l);
+    p->op = op;
+    p->peer = -1;
+    p->trace_event = pl_comm_current_event;
+    host_pair hp = {sb, rb, p};
+    if (!on_cuda()) return hp;
+    pl_dev->stream_sync(s);
+    float *h = malloc((in_n + out_n + 1) * sizeof *h);
+    PL_CHECK(h != NULL, "out of host memory for staging");
+    p->stage = h;
+    float *hin = h, *hout = h + in_n;
+    if (in_n) pl_dev->download(hin, sb, in_n * sizeof *h);
+    if (out_needs_contents && out_n) pl_dev->download(hout, rb, out_n * sizeof *h);
+    /* Keep in-place calls in place on the host copies. */
+    if (sb >= rb && sb < rb + out_n) hin = hout + (sb - rb);
+    hp.in = hin;
+    hp.out = hout;
+    p->upload_to = rb;
+    p->result = hout;
+    p->result_bytes = out_n * sizeof *h;
+    return hp;
+}
+
+/* Complete now, or leave in flight on the cpu comm stream. */
+static void issue(pl_stream *s) {
+    if (!on_cuda() && s->id == 1) {
+        s->issued++;
+        return;
+    }
+    wait_list(&g_group);
+}
+
+/* Synchronous collectives use MPI's blocking calls (its tuned algorithms; the watchdog
+ * thread covers them); asynchronous ones the non-blocking calls. */
+static int is_sync(pl_stream *s) { return on_cuda() || s->id != 1; }
+
+#define COLL_CALL(s, name, blocking, nonblocking)   \
+    do {                                            \
+        if (is_sync(s)) {                           \
+            pl_watchdog_arm(name, -1);              \
+            PL_MPI_CHECK(blocking);                 \
+            pl_watchdog_disarm();                   \
+        } else {                                    \
+            PL_MPI_CHECK(nonblocking);              \
+        }                                           \
+    } while (0)
+
+static MPI_Op mpi_op(pl_op op) { return op == PL_MAX ? MPI_MAX : MPI_SUM; }
+
+static void set_avg(pending *p, pl_op op, float *buf, size_t n, int size) {
+    if (op != PL_AVG) return;
+    p->scale_buf = buf;
+    p->scale_n = n;
+    p->scale_div = (float)size;
+}
+
+/* Temporary host copy for MPI calls that cannot take aliased buffers. */
+static const float *scratch_copy(pending *p, const float *src, size_t n) {
+    float *t = malloc((n + 1) * sizeof *t);
+    PL_CHECK(t != NULL, "out of host memory");
+    memcpy(t, src, n * sizeof *t);
+    p->scratch = t;
+    return t;
+}
+
+static void mpi_allreduce(const float *sb, float *rb, size_t n, pl_op op, pl_comm *c, pl_stream *s) {
+    host_pair h = stage_pair("allreduce", sb, sb == rb ? 0 : n, rb, n, sb == rb, s);
+    if (sb == rb) h.in = h.out;
+    const void *in = h.in == h.out ? MPI_IN_PLACE : (const void *)h.in;
+    MPI_Comm mc = (MPI_Comm)c->mpi;
+    COLL_CALL(s, "allreduce", MPI_Allreduce(in, h.out, (int)n, MPI_FLOAT, mpi_op(op), mc),
+              MPI_Iallreduce(in, h.out, (int)n, MPI_FLOAT, mpi_op(op), mc, &h.p->req));
+    set_avg(h.p, op, h.out, n, c->size);
+    issue(s);
+}
+
+static void mpi_allgather(const float *sb, float *rb, size_t n, pl_comm *c, pl_stream *s) {
+    size_t total = n * (size_t)c->size;
+    int in_place = sb == rb + (size_t)c->rank * n;
+    host_pair h = stage_pair("allgather", sb, in_place ? 0 : n, rb, total, in_place, s);
+    if (in_place) h.in = h.out + (size_t)c->rank * n;
+    const void *in = in_place ? MPI_IN_PLACE : (const void *)h.in;
+    MPI_Comm mc = (MPI_Comm)c->mpi;
+    COLL_CALL(s, "allgather", MPI_Allgather(in, (int)n, MPI_FLOAT, h.out, (int)n, MPI_FLOAT, mc),
+              MPI_Iallgather(in, (int)n, MPI_FLOAT, h.out, (int)n, MPI_FLOAT, mc, &h.p->req));
+    issue(s);
+}
+
+static void mpi_reduce_scatter(const float *sb, float *rb, size_t n, pl_op op, pl_comm *c,
+                               pl_stream *s) {
+    size_t total = n * (size_t)c->size;
+    host_pair h = stage_pair("reduce_scatter", sb, total, rb, n, 0, s);
+    /* MPI needs disjoint buffers; NCCL's in-place form has rb inside sb. */
+    const float *in = h.in;
+    if (!on_cuda() && rb >= sb && rb < sb + total) in = scratch_copy(h.p, h.in, total);
+    MPI_Comm mc = (MPI_Comm)c->mpi;
+    COLL_CALL(s, "reduce_scatter", MPI_Reduce_scatter_block(in, h.out, (int)n, MPI_FLOAT, mpi_op(op), mc),
+              MPI_Ireduce_scatter_block(in, h.out, (int)n, MPI_FLOAT, mpi_op(op), mc, &h.p->req));
+    set_avg(h.p, op, h.out, n, c->size);
+    issue(s);
+}
+
+static void mpi_broadcast(const float *sb, float *rb, size_t n, int root, pl_comm *c, pl_stream *s) {
+    int is_root = c->rank == root;
+    host_pair h = stage_pair("broadcast", is_root && sb != rb ? sb : rb, is_root && sb != rb ? n : 0,
+                             rb, n, is_root && sb == rb, s);
+    if (is_root && sb != rb && n) memcpy(h.out, h.in, n * sizeof(float));
+    MPI_Comm mc = (MPI_Comm)c->mpi;
+    COLL_CALL(s, "broadcast", MPI_Bcast(h.out, (int)n, MPI_FLOAT, root, mc),
+              MPI_Ibcast(h.out, (int)n, MPI_FLOAT, root, mc, &h.p->req));
+    issue(s);
+}
+
+static void mpi_reduce(const float *sb, float *rb, size_t n, pl_op op, int root, pl_comm *c,
+                       pl_stream *s) {
+    int is_root = c->rank == root;
+    host_pair h = stage_pair("reduce", sb, (is_root && sb == rb) ? 0 : n, is_root ? rb : NULL,
+                             is_root ? n : 0, is_root && sb == rb, s);
+    if (is_root && sb == rb) h.in = h.out;
+    const void *in = (is_root && h.in == h.out) ? MPI_IN_PLACE : (const void *)h.in;
+    MPI_Comm mc = (MPI_Comm)c->mpi;
+    COLL_CALL(s, "reduce", MPI_Reduce(in, h.out, (int)n, MPI_FLOAT, mpi_op(op), root, mc),
+              MPI_Ireduce(in, h.out, (int)n, MPI_FLOAT, mpi_op(op), root, mc, &h.p->req));
+    if (is_root) set_avg(h.p, op, h.out, n, c->size);
+    issue(s);
+}
+
+static void mpi_alltoall(const float *sb, float *rb, size_t n, pl_comm *c, pl_stream *s) {
+    size_t total = n * (size_t)c->size;
+    host_pair h = stage_pair("alltoall", sb, sb == rb ? 0 : total, rb, total, sb == rb, s);
+    const float *in = h.in;
+    if (sb == rb) in = scratch_copy(h.p, h.out, total);
+    MPI_Comm mc = (MPI_Comm)c->mpi;
+    COLL_CALL(s, "alltoall", MPI_Alltoall(in, (int)n, MPI_FLOAT, h.out, (int)n, MPI_FLOAT, mc),
+              MPI_Ialltoall(in, (int)n, MPI_FLOAT, h.out, (int)n, MPI_FLOAT, mc, &h.p->req));
+    issue(s);
+}
+
+static void mpi_drain(pl_stream *s) {
+    wait_list(&g_stream_q[s->id]);
+    s->completed = s->issued;
+    s->completed_at = pl_trace_clock();
+}
+
+static void mpi_abort(void) {}
+
+const pl_comm_backend pl_comm_mpi = {
+    .name = "mpi",
+    .init = mpi_init,
+    .finalize = mpi_finalize,
+    .group_start = mpi_group_start,
+    .group_end = mpi_group_end,
+    .send = mpi_send,
+    .recv = mpi_recv,
+    .allreduce = mpi_allreduce,
+    .allgather = mpi_allgather,
+    .reduce_scatter = mpi_reduce_scatter,
+    .broadcast = mpi_broadcast,
+    .reduce = mpi_reduce,
+    .alltoall = mpi_alltoall,
+    .drain = mpi_drain,
+    .abort = mpi_abort,
+};

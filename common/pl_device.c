@@ -1,0 +1,300 @@
+/* pl_device.c - the generic device layer: argument checks, memory accounting, streams
+ * and events, GEMM instrumentation; the backend in pl_dev does the work. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pl_backend.h"
+#include "pl_internal.h"
+
+static pl_stream g_compute = {.id = 0}, g_comm = {.id = 1};
+
+pl_stream *pl_stream_compute(void) { return &g_compute; }
+pl_stream *pl_stream_comm(void) { return &g_comm; }
+pl_stream *pl_stream_resolve(pl_stream *s) { return s ? s : &g_compute; }
+
+void pl_device_setup_streams(void) {
+    if (pl_dev->stream_create) {
+        pl_dev->stream_create(&g_compute);
+        pl_dev->stream_create(&g_comm);
+    }
+}
+
+void pl_device_teardown_streams(void) {
+    if (pl_dev->stream_destroy) {
+        pl_dev->stream_destroy(&g_compute);
+        pl_dev->stream_destroy(&g_comm);
+    }
+}
+
+/* In-order streams: work issued on s runs after s's pending communication. */
+static pl_stream *ready(pl_stream *s) {
+    s = pl_stream_resolve(s);
+    if (s->completed != s->issued && pl_cb->drain) pl_cb->drain(s);
+    return s;
+}
+
+/* -- memory accounting: a small open-addressing table of live allocations ------------ */
+typedef struct { void *p; size_t bytes; } alloc_slot;
+static alloc_slot *g_slots;
+static size_t g_cap, g_live;
+static size_t g_in_use, g_peak;
+
+static size_t slot_of(void *p, size_t cap) {
+    uintptr_t h = (uintptr_t)p;
+    h ^= h >> 17;
+    h *= 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 20) & (cap - 1);
+}
+
+static void table_put(void *p, size_t bytes) {
+    if (2 * (g_live + 1) > g_cap) {
+        size_t ncap = g_cap ? 2 * g_cap : 256;
+        alloc_slot *n = calloc(ncap, sizeof *n);
+        PL_CHECK(n != NULL, "out of host memory for the allocation table");
+        for (size_t i = 0; i < g_cap; i++) {
+            if (!g_slots[i].p) continue;
+            size_t j = slot_of(g_slots[i].p, ncap);
+            while (n[j].p) j = (j + 1) & (ncap - 1);
+            n[j] = g_slots[i];
+        }
+        free(g_slots);
+        g_slots = n;
+        g_cap = ncap;
+    }
+    size_t j = slot_of(p, g_cap);
+    while (g_slots[j].p) j = (j + 1) & (g_cap - 1);
+    g_slots[j].p = p;
+    g_slots[j].bytes = bytes;
+    g_live++;
+}
+
+/* Returns the size, or SIZE_MAX when p was never allocated here. */
+static size_t table_take(void *p) {
+    if (!g_cap) return SIZE_MAX;
+    size_t j = slot_of(p, g_cap);
+    while (g_slots[j].p) {
+        if (g_slots[j].p == p) {
+            size_t bytes = g_slots[j].bytes;
+            /* Backward-shift deletion keeps probe chains intact. */
+            size_t hole = j;
+            for (size_t k = (j + 1) & (g_cap - 1); g_slots[k].p; k = (k + 1) & (g_cap - 1)) {
+                size_t home = slot_of(g_slots[k].p, g_cap);
+                int movable = hole <= k ? (home <= hole || home > k) : (home <= hole && home > k);
+                if (movable) {
+                    g_slots[hole] = g_slots[k];
+                    hole = k;
+                }
+            }
+            g_slots[hole].p = NULL;
+            g_live--;
+            return bytes;
+        }
+        j = (j + 1) & (g_cap - 1);
+    }
+    return SIZE_MAX;
+}
+
+void pl_mem_track_alloc(void *p, size_t bytes) {
+    table_put(p, bytes);
+    g_in_use += bytes;
+    if (g_in_use > g_peak) g_peak = g_in_use;
+}
+
+void pl_mem_track_free(void *p) {
+    size_t bytes = table_take(p);
+    PL_CHECK(bytes != SIZE_MAX, "pl_free of a pointer that pl_malloc did not return (double free?)");
+    g_in_use -= bytes;
+}
+
+size_t pl_mem_in_use(void) { return g_in_use; }
+size_t pl_mem_peak(void) { return g_peak; }
+void pl_mem_reset_peak(void) { g_peak = g_in_use; }
+
+void *pl_malloc(size_t bytes) {
+    void *p = pl_dev->malloc(bytes);
+    PL_CHECK(p != NULL, "device allocation failed");
+    pl_mem_track_alloc(p, bytes);
+    return p;
+}
+
+float *pl_malloc_floats(size_t count) {
+    PL_CHECK(count <= SIZE_MAX / sizeof(float), "float count overflows size_t");
+    return pl_malloc(count * sizeof(float));
+}
+
+void pl_free(void *p) {
+    if (!p) return;
+    pl_device_sync(); /* memory may still be in use by queued work */
+    pl_mem_track_free(p);
+    pl_dev->free(p);
+}
+
+void pl_upload(void *dst, const void *src, size_t bytes) {
+    if (!bytes) return;
+    PL_CHECK(dst && src, "pl_upload with a NULL pointer");
+    pl_device_sync();
+    pl_dev->upload(dst, src, bytes);
+}
+
+void pl_download(void *dst, const void *src, size_t bytes) {
+    if (!bytes) return;
+    PL_CHECK(dst && src, "pl_download with a NULL pointer");
+    pl_device_sync();
+    pl_dev->download(dst, src, bytes);
+}
+
+void pl_copy(void *dst, const void *src, size_t bytes, pl_stream *s) {
+    if (!bytes || dst == src) return;
+    PL_CHECK(dst && src, "pl_copy with a NULL pointer");
+    pl_dev->copy(dst, src, bytes, ready(s));
+}
+
+void pl_memset(void *p, int byte, size_t bytes, pl_stream *s) {
+    if (!bytes) return;
+    PL_CHECK(p != NULL, "pl_memset with a NULL pointer");
+    pl_dev->memset(p, byte, bytes, ready(s));
+}
+
+void pl_fill(float *p, float v, size_t n, pl_stream *s) {
+    if (!n) return;
+    PL_CHECK(p != NULL, "pl_fill with a NULL pointer");
+    pl_dev->fill(p, v, n, ready(s));
+}
+
+void pl_reduce_local(float *dst, const float *src, size_t n, pl_op op, pl_stream *s) {
+    if (!n) return;
+    PL_CHECK(dst && src, "pl_reduce_local with a NULL pointer");
+    pl_dev->reduce_local(dst, src, n, op, ready(s));
+}
+
+void pl_scale(float *p, float alpha, size_t n, pl_stream *s) {
+    if (!n) return;
+    PL_CHECK(p != NULL, "pl_scale with a NULL pointer");
+    pl_dev->scale(p, alpha, n, ready(s));
+}
+
+void pl_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *A, int lda,
+             const float *B, int ldb, float beta, float *C, int ldc, pl_stream *s) {
+    PL_CHECK(m >= 0 && n >= 0 && k >= 0, "pl_gemm: negative dimension");
+    /* Row-major: op(A) is m x k, stored as m x k (lda >= k) or k x m (lda >= m). */
+    PL_CHECK(lda >= (ta ? (m > 1 ? m : 1) : (k > 1 ? k : 1)), "pl_gemm: lda too small");
+    PL_CHECK(ldb >= (tb ? (k > 1 ? k : 1) : (n > 1 ? n : 1)), "pl_gemm: ldb too small");
+    PL_CHECK(ldc >= (n > 1 ? n : 1), "pl_gemm: ldc too small");
+    if (m == 0 || n == 0) return;
+    PL_CHECK(C != NULL && (k == 0 || (A && B)), "pl_gemm: NULL matrix");
+    s = ready(s);
+    pl_trace_event e = {.kind = PL_OP_GEMM, .stream = s->id, .peer = -1,
+                        .flops = 2.0 * m * n * (double)k, .t_start = pl_trace_clock()};
+    pl_dev->gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, s);
+    e.t_end = pl_trace_clock();
+    pl_trace_record(&e);
+}
+
+void pl_stream_sync(pl_stream *s) {
+    s = pl_stream_resolve(s);
+    if (s->completed != s->issued && pl_cb->drain) pl_cb->drain(s);
+    if (pl_dev->stream_sync) {
+        /* On a GPU a deadlocked NCCL call shows up as a stream that never drains. */
+        pl_watchdog_arm(s->id ? "comm stream sync" : "compute stream sync", -1);
+        pl_dev->stream_sync(s);
+        pl_watchdog_disarm();
+    }
+}
+
+void pl_device_sync(void) {
+    pl_stream_sync(&g_comm);
+    pl_stream_sync(&g_compute);
+}
+
+/* -- events ---------------------------------------------------------------------------- */
+pl_event *pl_event_create(void) {
+    pl_event *e = calloc(1, sizeof *e);
+    PL_CHECK(e != NULL, "out of host memory");
+    e->t = -1;
+    if (pl_dev->event_create) pl_dev->event_create(e);
+    return e;
+}
+
+void pl_event_destroy(pl_event *e) {
+    if (!e) return;
+    if (pl_dev->event_destroy) pl_dev->event_destroy(e);
+    free(e);
+}
+
+void pl_event_record(pl_event *e, pl_stream *s) {
+    s = pl_stream_resolve(s);
+    e->stream = s;
+    e->seq = s->issued;
+    e->recorded = true;
+    e->t = s->completed >= e->seq ? pl_trace_clock() : -1;
+    if (pl_dev->event_record) pl_dev->event_record(e, s);
+}
+
+bool pl_event_done(pl_event *e) {
+    PL_CHECK(e->recorded, "pl_event_done on an event never recorded");
+    if (pl_dev->event_query) return pl_dev->event_query(e);
+    if (e->stream->completed >= e->seq) {
+        if (e->t < 0) e->t = e->stream->completed_at;
+        return true;
+    }
+    return false;
+}
+
+void pl_event_sync(pl_event *e) {
+    PL_CHECK(e->recorded, "pl_event_sync on an event never recorded");
+    if (pl_dev->event_query) {
+        pl_dev->stream_sync(e->stream); /* conservative: cuda event sync == stream position */
+        return;
+    }
+    if (e->stream->completed < e->seq && pl_cb->drain) pl_cb->drain(e->stream);
+    pl_event_done(e);
+}
+
+void pl_stream_wait_event(pl_stream *s, pl_event *e) {
+    PL_CHECK(e->recorded, "pl_stream_wait_event on an event never recorded");
+    s = pl_stream_resolve(s);
+    if (pl_dev->stream_wait_event) {
+        pl_dev->stream_wait_event(s, e);
+        return;
+    }
+    /* cpu: the waiting stream's next work runs on this thread, so complete e now. */
+    pl_event_sync(e);
+}
+
+float pl_event_elapsed_ms(pl_event *a, pl_event *b) {
+    PL_CHECK(pl_event_done(a) && pl_event_done(b), "pl_event_elapsed_ms on incomplete events");
+    if (pl_dev->event_elapsed_ms) return pl_dev->event_elapsed_ms(a, b);
+    return (float)((b->t - a->t) * 1e3);
+}
+
+/* -- tensors --------------------------------------------------------------------------- */
+#include "pl_tensor.h"
+
+pl_tensor pl_tensor_alloc(int64_t rows, int64_t cols) {
+    PL_CHECK(rows >= 0 && cols >= 0, "pl_tensor_alloc: negative shape");
+    return pl_tensor_view(pl_malloc_floats((size_t)(rows * cols)), rows, cols);
+}
+
+void pl_tensor_free(pl_tensor *t) {
+    pl_free(t->data);
+    t->data = NULL;
+}
+
+void pl_tensor_download(float *host, pl_tensor t) {
+    if (pl_tensor_contiguous(t)) {
+        pl_download(host, t.data, (size_t)(t.rows * t.cols) * sizeof(float));
+        return;
+    }
+    for (int64_t r = 0; r < t.rows; r++)
+        pl_download(host + r * t.cols, t.data + r * t.ld, (size_t)t.cols * sizeof(float));
+}
+
+void pl_tensor_upload(pl_tensor t, const float *host) {
+    if (pl_tensor_contiguous(t)) {
+        pl_upload(t.data, host, (size_t)(t.rows * t.cols) * sizeof(float));
+        return;
+    }
+    for (int64_t r = 0; r < t.rows; r++)
+        pl_upload(t.data + r * t.ld, host + r * t.cols, (size_t)t.cols * sizeof(float));
+}

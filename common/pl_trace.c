@@ -1,0 +1,272 @@
+/* pl_trace.c - the per-rank operation record, metrics, Chrome traces, regions, the clock
+ * and the comm watchdog. */
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pl_backend.h"
+#include "pl_internal.h"
+#ifdef PL_HAVE_NCCL
+#include "pl_cuda_info.h"
+#endif
+
+/* -- clock ------------------------------------------------------------------------------- */
+double pl_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double g_t0;
+void pl_trace_start_clock(void) { g_t0 = pl_now(); }
+double pl_trace_clock(void) { return pl_now() - g_t0; }
+
+/* -- record and metrics ------------------------------------------------------------------- */
+/* The record keeps at most this many events; metrics keep counting past it. */
+#define PL_TRACE_MAX_EVENTS (1u << 20)
+
+static pl_trace_event *g_ev;
+static size_t g_n, g_cap;
+static pl_metrics g_m;
+
+static const char *const kind_names[PL_OP_COUNT] = {
+    "send", "recv", "allreduce", "allgather", "reduce_scatter", "broadcast",
+    "reduce", "alltoall", "barrier", "gemm", "region"};
+
+const char *pl_op_kind_name(pl_op_kind k) {
+    return (unsigned)k < PL_OP_COUNT ? kind_names[k] : "?";
+}
+
+static void count(const pl_trace_event *e) {
+    switch (e->kind) {
+    case PL_OP_SEND: g_m.bytes_sent += e->bytes; g_m.msgs_sent++; break;
+    case PL_OP_RECV: g_m.bytes_recv += e->bytes; g_m.msgs_recv++; break;
+    case PL_OP_GEMM: g_m.gemm_calls++; g_m.gemm_flops += e->flops; break;
+    default:
+        if (pl_op_is_collective(e->kind)) {
+            g_m.coll_calls[e->kind]++;
+            g_m.coll_total++;
+            g_m.coll_bytes += e->bytes;
+        }
+    }
+}
+
+size_t pl_trace_record_open(const pl_trace_event *e) {
+    count(e);
+    if (g_n == g_cap) {
+        if (g_cap >= PL_TRACE_MAX_EVENTS) return (size_t)-1;
+        g_cap = g_cap ? 2 * g_cap : 4096;
+        g_ev = realloc(g_ev, g_cap * sizeof *g_ev);
+        PL_CHECK(g_ev != NULL, "out of host memory for the trace");
+    }
+    g_ev[g_n] = *e;
+    return g_n++;
+}
+
+void pl_trace_record(const pl_trace_event *e) { pl_trace_record_open(e); }
+
+void pl_trace_close(size_t i, double t_end) {
+    if (i < g_n && g_ev[i].t_end < 0) g_ev[i].t_end = t_end;
+}
+
+size_t pl_trace_count(void) { return g_n; }
+const pl_trace_event *pl_trace_events(void) { return g_ev; }
+void pl_trace_clear(void) { g_n = 0; }
+
+void pl_metrics_get(pl_metrics *m) {
+    *m = g_m;
+    m->mem_peak = pl_mem_peak();
+}
+
+void pl_metrics_reset(void) {
+    memset(&g_m, 0, sizeof g_m);
+    extern void pl_mem_reset_peak(void);
+    pl_mem_reset_peak();
+}
+
+/* -- regions ------------------------------------------------------------------------------ */
+#define PL_REGION_DEPTH 32
+static size_t g_region_stack[PL_REGION_DEPTH];
+static int g_region_depth;
+
+void pl_region_begin(const char *name) {
+    pl_trace_event e = {.kind = PL_OP_REGION, .peer = -1, .name = name,
+                        .t_start = pl_trace_clock(), .t_end = -1};
+    size_t i = pl_trace_record_open(&e);
+    if (g_region_depth < PL_REGION_DEPTH) g_region_stack[g_region_depth] = i;
+    g_region_depth++;
+    if (pl_dev && pl_dev->region_begin) pl_dev->region_begin(name);
+}
+
+void pl_region_end(void) {
+    PL_CHECK(g_region_depth > 0, "pl_region_end without pl_region_begin");
+    g_region_depth--;
+    if (g_region_depth < PL_REGION_DEPTH) pl_trace_close(g_region_stack[g_region_depth], pl_trace_clock());
+    if (pl_dev && pl_dev->region_end) pl_dev->region_end();
+}
+
+/* -- Chrome trace ------------------------------------------------------------------------- */
+/* What travels to rank 0: fixed-size records (names are copied, pointers are not). */
+typedef struct {
+    int kind, stream, peer, comm_size;
+    double bytes, flops, t_start, t_end;
+    char name[32];
+} wire_event;
+
+void pl_trace_write_chrome(const char *path) {
+    pl_comm *w = pl_comm_world();
+    MPI_Comm comm = (MPI_Comm)w->mpi;
+    int n = (int)g_n, rank = w->rank, size = w->size;
+    wire_event *mine = calloc((size_t)n + 1, sizeof *mine);
+    PL_CHECK(mine != NULL, "out of host memory");
+    for (int i = 0; i < n; i++) {
+        const pl_trace_event *e = &g_ev[i];
+        mine[i] = (wire_event){e->kind, e->stream, e->peer, e->comm_size, (double)e->bytes,
+                               e->flops, e->t_start, e->t_end >= 0 ? e->t_end : e->t_start, {0}};
+        snprintf(mine[i].name, sizeof mine[i].name, "%s",
+                 e->kind == PL_OP_REGION && e->name ? e->name : pl_op_kind_name(e->kind));
+    }
+    int *counts = NULL, *displs = NULL;
+    wire_event *all = NULL;
+    if (rank == 0) {
+        counts = calloc((size_t)size, sizeof *counts);
+        displs = calloc((size_t)size, sizeof *displs);
+    }
+    MPI_Gather(&n, 1, MPI_INT, counts, 1, MPI_INT, 0, comm);
+    int total = 0;
+    if (rank == 0) {
+        for (int r = 0; r < size; r++) {
+            displs[r] = total * (int)sizeof(wire_event);
+            total += counts[r];
+            counts[r] *= (int)sizeof(wire_event);
+        }
+        all = calloc((size_t)total + 1, sizeof *all);
+    }
+    MPI_Gatherv(mine, n * (int)sizeof(wire_event), MPI_BYTE, all, counts, displs, MPI_BYTE, 0, comm);
+    if (rank == 0) {
+        FILE *f = fopen(path, "w");
+        if (!f) {
+            pl_log("cannot write trace file %s", path);
+        } else {
+            fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+            int first = 1;
+            for (int r = 0; r < size; r++) {
+                fprintf(f, "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}}",
+                        first ? "" : ",\n", r, r);
+                first = 0;
+                fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"compute stream\"}}", r);
+                fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":1,\"args\":{\"name\":\"comm stream\"}}", r);
+                fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":2,\"args\":{\"name\":\"regions\"}}", r);
+            }
+            for (int r = 0, k = 0; r < size; r++) {
+                int cnt = counts[r] / (int)sizeof(wire_event);
+                for (int i = 0; i < cnt; i++, k++) {
+                    const wire_event *e = &all[k];
+                    int tid = e->kind == PL_OP_REGION ? 2 : e->stream;
+                    fprintf(f, ",\n{\"ph\":\"X\",\"name\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
+                               "\"args\":{\"bytes\":%.0f,\"peer\":%d,\"ranks\":%d,\"flops\":%.0f}}",
+                            e->name, r, tid, e->t_start * 1e6, (e->t_end - e->t_start) * 1e6, e->bytes,
+                            e->peer, e->comm_size, e->flops);
+                }
+            }
+            fprintf(f, "\n]}\n");
+            fclose(f);
+        }
+    }
+    free(mine);
+    free(all);
+    free(counts);
+    free(displs);
+}
+
+/* -- watchdog -----------------------------------------------------------------------------
+ * Waits that poll (point-to-point) call pl_watchdog_poll(); blocking calls (MPI's blocking
+ * collectives, a CUDA sync, NCCL setup) are covered by a thread that watches the same
+ * state. Either one fires: it prints the waiting rank's line, lets the other stuck ranks
+ * print theirs, and ends the job with PL_EXIT_DEADLOCK. The thread makes no MPI calls. */
+#include <pthread.h>
+
+static pthread_mutex_t g_wd_lock = PTHREAD_MUTEX_INITIALIZER;
+static const char *g_wd_op;
+static int g_wd_peer;
+static double g_wd_since;
+static int g_wd_armed, g_wd_fired;
+
+void pl_watchdog_arm(const char *op, int peer) {
+    pthread_mutex_lock(&g_wd_lock);
+    if (!g_wd_armed) g_wd_since = pl_now();
+    g_wd_op = op;
+    g_wd_peer = peer;
+    g_wd_armed = 1;
+    pthread_mutex_unlock(&g_wd_lock);
+}
+
+void pl_watchdog_disarm(void) {
+    pthread_mutex_lock(&g_wd_lock);
+    g_wd_armed = 0;
+    pthread_mutex_unlock(&g_wd_lock);
+}
+
+/* Returns 1 for the one caller that must report: armed, past the limit (+ slack). */
+static int past_limit(double slack, const char **op, int *peer, double *waited) {
+    double limit = pl_info()->watchdog_sec;
+    int fire = 0;
+    pthread_mutex_lock(&g_wd_lock);
+    if (g_wd_armed && !g_wd_fired && limit > 0 && pl_now() - g_wd_since >= limit + slack) {
+        g_wd_fired = fire = 1;
+        *op = g_wd_op;
+        *peer = g_wd_peer;
+        *waited = pl_now() - g_wd_since;
+    }
+    pthread_mutex_unlock(&g_wd_lock);
+    return fire;
+}
+
+static void report_and_exit(const char *op, int peer, double waited, int from_thread) {
+    if (peer >= 0)
+        pl_log("rank %d waits in %s for peer %d (%.1f s): deadlock? aborting", pl_rank(), op, peer, waited);
+    else
+        pl_log("rank %d waits in %s (%.1f s): deadlock? aborting", pl_rank(), op, waited);
+    if (!from_thread && pl_cb && pl_cb->abort) pl_cb->abort();
+    /* Give the other stuck ranks time to print their own line before the job dies. */
+    struct timespec grace = {1, 500000000};
+    nanosleep(&grace, NULL);
+    if (from_thread) _exit(PL_EXIT_DEADLOCK); /* MPI belongs to the main thread */
+    pl_abort(PL_EXIT_DEADLOCK);
+}
+
+void pl_watchdog_poll(void) {
+#ifdef PL_HAVE_NCCL
+    /* NCCL reports some failures only asynchronously: surface them while waiting. */
+    if (pl_cb == &pl_comm_nccl) pl_nccl_check_async();
+#endif
+    const char *op;
+    int peer;
+    double waited;
+    if (past_limit(0, &op, &peer, &waited)) report_and_exit(op, peer, waited, 0);
+}
+
+/* Polling waits are left to the main thread (which can abort NCCL cleanly); the thread
+ * steps in half a second later, i.e. only when the main thread is stuck in a call. */
+static void *watchdog_thread(void *arg) {
+    (void)arg;
+    struct timespec tick = {0, 100000000};
+    for (;;) {
+        nanosleep(&tick, NULL);
+        const char *op;
+        int peer;
+        double waited;
+        if (past_limit(0.5, &op, &peer, &waited)) report_and_exit(op, peer, waited, 1);
+    }
+    return NULL;
+}
+
+void pl_watchdog_start(void) {
+    if (pl_info()->watchdog_sec <= 0) return;
+    pthread_t t;
+    if (pthread_create(&t, NULL, watchdog_thread, NULL) == 0) pthread_detach(t);
+}

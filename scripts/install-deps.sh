@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# install-deps.sh - install the Debian/Ubuntu packages ParaLab needs to build and run on the
+# CPU backend. Only missing packages are installed. CUDA and NCCL are not installed here:
+# they come from NVIDIA (see docs/ for the GPU setup); the CPU path never needs them.
+#
+#   scripts/install-deps.sh          install what is missing (as root, or with sudo -n)
+#   scripts/install-deps.sh --check  only report what is missing (exit 1 if anything is)
+#
+# Exit status: 0 everything present (or installed), 1 something is still missing,
+# 2 bad usage.
+set -u
+
+PACKAGES=(openmpi-bin libopenmpi-dev libopenblas-dev libcjson-dev zlib1g-dev gnuplot-nox make gcc)
+
+usage() {
+    sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+}
+
+check_only=0
+for arg in "$@"; do
+    case "$arg" in
+        --check) check_only=1 ;;
+        -h | --help) usage; exit 0 ;;
+        *) echo "install-deps.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
+    esac
+done
+
+cluster_hints() {
+    cat <<'EOF'
+On a cluster without root, load the modules instead and point the build at them, e.g.:
+  module load gcc openmpi openblas cuda      # names vary: `module avail` lists them
+  make MPI_HOME=$MPI_ROOT CUDA_HOME=$CUDA_HOME
+cJSON and zlib are small: if the site has no module, build them into $HOME/.local.
+Then run `make doctor` to see what ParaLab found.
+EOF
+}
+
+# --- non-Debian systems -------------------------------------------------------------------
+if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+    echo "install-deps.sh: this system has no apt-get; install these with your package manager:"
+    echo "  a C11 compiler (gcc), make, Open MPI (runtime + headers, mpicc/mpirun), OpenBLAS (cblas.h),"
+    echo "  cJSON (cjson/cJSON.h), zlib (zlib.h), gnuplot (optional, for plots)"
+    echo "  e.g. Fedora/RHEL: dnf install gcc make openmpi-devel openblas-devel cjson-devel zlib-devel gnuplot"
+    echo "       macOS:       brew install gcc make open-mpi openblas cjson zlib gnuplot"
+    cluster_hints
+    echo "install-deps.sh: summary: unknown system (no apt-get); nothing installed"
+    exit 1
+fi
+
+# --- what is missing ----------------------------------------------------------------------
+missing=()
+for p in "${PACKAGES[@]}"; do
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    [[ "$status" == *"install ok installed"* ]] || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+    echo "install-deps.sh: summary: all ${#PACKAGES[@]} packages present (${PACKAGES[*]})"
+    exit 0
+fi
+
+if ((check_only)); then
+    echo "install-deps.sh: missing: ${missing[*]}"
+    echo "install-deps.sh: summary: ${#missing[@]} of ${#PACKAGES[@]} packages missing; run scripts/install-deps.sh to install them"
+    exit 1
+fi
+
+# --- how to become root -------------------------------------------------------------------
+if [[ $(id -u) -eq 0 ]]; then
+    as_root=()
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+    as_root=(sudo -n)
+else
+    echo "install-deps.sh: missing: ${missing[*]}"
+    echo "install-deps.sh: not root and sudo needs a password; run these yourself:"
+    echo "  sudo apt-get update"
+    echo "  sudo DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ${missing[*]}"
+    cluster_hints
+    echo "install-deps.sh: summary: ${#missing[@]} package(s) missing, nothing installed"
+    exit 1
+fi
+
+# --- install --------------------------------------------------------------------------------
+export DEBIAN_FRONTEND=noninteractive
+log=$(mktemp "${TMPDIR:-/tmp}/paralab-install-deps.XXXXXX")
+trap 'rm -f "$log"' EXIT
+
+echo "install-deps.sh: installing ${missing[*]}"
+if ! "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >"$log" 2>&1; then
+    tail -n 20 "$log" >&2
+    echo "install-deps.sh: summary: 'apt-get update' failed (network or sources.list?); nothing installed" >&2
+    exit 1
+fi
+if ! "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >"$log" 2>&1; then
+    tail -n 20 "$log" >&2
+    echo "install-deps.sh: summary: 'apt-get install' failed for: ${missing[*]}" >&2
+    exit 1
+fi
+
+# Check again: apt-get can succeed without installing a package it could not find.
+still=()
+for p in "${missing[@]}"; do
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    [[ "$status" == *"install ok installed"* ]] || still+=("$p")
+done
+if ((${#still[@]})); then
+    echo "install-deps.sh: summary: installed $((${#missing[@]} - ${#still[@]})), still missing: ${still[*]}" >&2
+    exit 1
+fi
+echo "install-deps.sh: summary: installed ${#missing[@]} package(s) (${missing[*]}); run 'make doctor' next"
+exit 0
