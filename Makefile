@@ -65,22 +65,26 @@ endif
 
 # ---- flags --------------------------------------------------------------------------------
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=c11 -Wall -Wextra -D_GNU_SOURCE -Icommon -Igrader
+CFLAGS   += -std=c11 -Wall -Wextra -D_GNU_SOURCE -Icommon -Ikernels -Idatasets -Igrader
 LDLIBS   := -lopenblas -lcjson -lz -lm
 CUDA_CFLAGS := -DPL_HAVE_CUDA $(if $(HAVE_NCCL),-DPL_HAVE_NCCL)
 CUDA_LIBDIRS := $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib)
 CUDA_LDLIBS := $(foreach d,$(CUDA_LIBDIRS),-L$(d) -Wl,-rpath,$(d)) -lcublas -lcudart $(if $(HAVE_NCCL),-lnccl) -lstdc++
-NVCCFLAGS := -O2 -std=c++17 -Icommon $(shell $(MPICC) --showme:compile 2>/dev/null) \
+NVCCFLAGS := -O2 -std=c++17 -Icommon -Ikernels -Idatasets $(shell $(MPICC) --showme:compile 2>/dev/null) \
              $(CUDA_CFLAGS) $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
              -Xcompiler -Wall,-Wextra
 
 B := build
-COMMON_C   := $(wildcard common/*.c)
-COMMON_CU  := $(wildcard common/*.cu)
-COMMON_H   := $(wildcard common/*.h)
-CPU_OBJ    := $(COMMON_C:common/%.c=$(B)/cpu/common/%.o) $(B)/cpu/driver.o
-CUDA_OBJ   := $(COMMON_C:common/%.c=$(B)/cuda/common/%.o) $(B)/cuda/driver.o \
-              $(if $(HAVE_NCCL),$(COMMON_CU:common/%.cu=$(B)/cuda/common/%.o),$(filter-out $(B)/cuda/common/pl_comm_nccl.o,$(COMMON_CU:common/%.cu=$(B)/cuda/common/%.o)))
+# The library every lab links: the harness (common/), the kernels (kernels/) and the data
+# loaders (datasets/). .cu files join the cuda flavour only.
+LIB_DIRS   := common kernels datasets
+LIB_C      := $(wildcard $(addsuffix /*.c,$(LIB_DIRS)))
+LIB_CU     := $(wildcard $(addsuffix /*.cu,$(LIB_DIRS)))
+LIB_H      := $(wildcard $(addsuffix /*.h,$(LIB_DIRS)))
+COMMON_H   := $(LIB_H)
+CPU_OBJ    := $(LIB_C:%.c=$(B)/cpu/obj/%.o) $(B)/cpu/driver.o
+CUDA_OBJ   := $(LIB_C:%.c=$(B)/cuda/obj/%.o) $(B)/cuda/driver.o \
+              $(patsubst %.cu,$(B)/cuda/obj/%.o,$(if $(HAVE_NCCL),$(LIB_CU),$(filter-out common/pl_comm_nccl.cu,$(LIB_CU))))
 ENGINE     := $(B)/tools/pl-grade
 ENGINE_SRC := $(wildcard grader/engine*.c)
 
@@ -107,13 +111,13 @@ $(B)/cpu/libparalab.a: $(CPU_OBJ)
 $(B)/cuda/libparalab.a: $(CUDA_OBJ)
 	@rm -f $@ && ar rcs $@ $^
 
-$(B)/cpu/common/%.o: common/%.c $(COMMON_H)
+$(B)/cpu/obj/%.o: %.c $(COMMON_H)
 	@mkdir -p $(@D)
 	$(MPICC) $(CFLAGS) -c $< -o $@
-$(B)/cuda/common/%.o: common/%.c $(COMMON_H)
+$(B)/cuda/obj/%.o: %.c $(COMMON_H)
 	@mkdir -p $(@D)
 	$(MPICC) $(CFLAGS) $(CUDA_CFLAGS) -I$(CUDA_HOME)/include -c $< -o $@
-$(B)/cuda/common/%.o: common/%.cu $(COMMON_H)
+$(B)/cuda/obj/%.o: %.cu $(COMMON_H)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 $(B)/%/driver.o: grader/driver.c grader/driver.h $(COMMON_H)

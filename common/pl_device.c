@@ -28,7 +28,7 @@ void pl_device_teardown_streams(void) {
 }
 
 /* In-order streams: work issued on s runs after s's pending communication. */
-static pl_stream *ready(pl_stream *s) {
+pl_stream *pl_stream_ready(pl_stream *s) {
     s = pl_stream_resolve(s);
     if (s->completed != s->issued && pl_cb->drain) pl_cb->drain(s);
     return s;
@@ -147,31 +147,31 @@ void pl_download(void *dst, const void *src, size_t bytes) {
 void pl_copy(void *dst, const void *src, size_t bytes, pl_stream *s) {
     if (!bytes || dst == src) return;
     PL_CHECK(dst && src, "pl_copy with a NULL pointer");
-    pl_dev->copy(dst, src, bytes, ready(s));
+    pl_dev->copy(dst, src, bytes, pl_stream_ready(s));
 }
 
 void pl_memset(void *p, int byte, size_t bytes, pl_stream *s) {
     if (!bytes) return;
     PL_CHECK(p != NULL, "pl_memset with a NULL pointer");
-    pl_dev->memset(p, byte, bytes, ready(s));
+    pl_dev->memset(p, byte, bytes, pl_stream_ready(s));
 }
 
 void pl_fill(float *p, float v, size_t n, pl_stream *s) {
     if (!n) return;
     PL_CHECK(p != NULL, "pl_fill with a NULL pointer");
-    pl_dev->fill(p, v, n, ready(s));
+    pl_dev->fill(p, v, n, pl_stream_ready(s));
 }
 
 void pl_reduce_local(float *dst, const float *src, size_t n, pl_op op, pl_stream *s) {
     if (!n) return;
     PL_CHECK(dst && src, "pl_reduce_local with a NULL pointer");
-    pl_dev->reduce_local(dst, src, n, op, ready(s));
+    pl_dev->reduce_local(dst, src, n, op, pl_stream_ready(s));
 }
 
 void pl_scale(float *p, float alpha, size_t n, pl_stream *s) {
     if (!n) return;
     PL_CHECK(p != NULL, "pl_scale with a NULL pointer");
-    pl_dev->scale(p, alpha, n, ready(s));
+    pl_dev->scale(p, alpha, n, pl_stream_ready(s));
 }
 
 void pl_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *A, int lda,
@@ -183,7 +183,7 @@ void pl_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *A,
     PL_CHECK(ldc >= (n > 1 ? n : 1), "pl_gemm: ldc too small");
     if (m == 0 || n == 0) return;
     PL_CHECK(C != NULL && (k == 0 || (A && B)), "pl_gemm: NULL matrix");
-    s = ready(s);
+    s = pl_stream_ready(s);
     pl_trace_event e = {.kind = PL_OP_GEMM, .stream = s->id, .peer = -1,
                         .flops = 2.0 * m * n * (double)k, .t_start = pl_trace_clock()};
     pl_dev->gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, s);

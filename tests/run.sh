@@ -112,7 +112,7 @@ else
     echo "# nvcc not found: cuda flavour not built (skipped, not counted)"
 fi
 
-for t in tests/grader/test_*.sh; do
+for t in tests/*/test_*.sh; do
     [ -x "$t" ] || continue
     section "$(basename "$t")"
     tap_out="$TMP/$(basename "$t").out"

@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# test_selftest.sh - the grader against Lab 1 itself, through the real engine and mpirun:
-#   - the reference solution scores full marks at every world size 1..8;
+# test_selftest.sh - the grader against the labs themselves, through the real engine and
+# mpirun. For every lab with a folder tests/broken/<lab>/:
+#   - the reference solution scores full marks at the world sizes of selftest.conf;
 #   - the untouched starter scores 0 and nothing hangs;
-#   - every deliberately broken implementation in tests/broken/01-collectives is caught,
-#     with the classification its `// expect:` line names.
+#   - every deliberately broken implementation tests/broken/<lab>/*.c is caught:
+#       // expect: CLASS GLOB     some case matching GLOB is classified CLASS
+#                                 (wrong, forbidden, crash, deadlock, timeout, error)
+#       // expect: pass GLOB      every case passes, and then
+#       // expect-perf: RULE      the rubric's performance rule RULE scores below its maximum
+#     A broken file includes the solution and replaces one function (see the files).
+# Lab 0 (nothing to implement) must score full marks at 2 and 3 ranks.
 # Prints "ok - ..." / "not ok - ..." per check.
 set -u
 cd "$(dirname "$0")/../.."
@@ -13,8 +19,6 @@ if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_RO
 TMP=$(mktemp -d /tmp/paralab-selftest.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 ENGINE=build/tools/pl-grade
-LAB=01-collectives
-RUBRIC=grader/rubrics/$LAB.rubric
 
 ok() { echo "ok - $*"; }
 notok() { echo "not ok - $*"; }
@@ -22,81 +26,102 @@ notok() { echo "not ok - $*"; }
 # "case classification" per line, from the engine's cases.json
 classes() { awk -F'"' '/"case":/ {c=$4} /"classification":/ {print c, $4}' "$1"; }
 
-grade() { # grade NAME SRC-OR-FILE NP [extra engine args...] -> $TMP/NAME.{log,rc}, $TMP/NAME/
-    local name=$1 src=$2 np=$3; shift 3
-    local bin=build/cpu/selftest/$name/lab01 srcarg
+grade() { # grade LAB NAME SRC-DIR-OR-FILE NP [extra engine args...] -> $TMP/LAB-NAME.{log,rc}
+    local lab=$1 name=$2 src=$3 np=$4; shift 4
+    local bin=build/cpu/selftest/$lab/$name/driver srcarg
     if [ -d "$src" ]; then srcarg="SRC=$src"; else srcarg="SRCFILES=$src"; fi
-    timeout 600 $ENGINE --lab $LAB --rubric $RUBRIC --driver "$bin" \
-        --build "$MAKE --no-print-directory -s driver LAB=$LAB $srcarg FLAVOR=cpu BIN=$bin" \
-        --mpirun "$MPIRUN" --np "$np" --test-scale --out "$TMP/$name" --quiet "$@" >"$TMP/$name.log" 2>&1
-    echo $? >"$TMP/$name.rc"
+    timeout 600 $ENGINE --lab "$lab" --rubric "grader/rubrics/$lab.rubric" --driver "$bin" \
+        --build "$MAKE --no-print-directory -s driver LAB=$lab $srcarg FLAVOR=cpu BIN=$bin" \
+        --mpirun "$MPIRUN" --np "$np" --test-scale --out "$TMP/$lab-$name" --quiet "$@" \
+        >"$TMP/$lab-$name.log" 2>&1
+    echo $? >"$TMP/$lab-$name.rc"
 }
 
-# The solution: full marks at 1..8 ranks.
-grade solution solutions/$LAB "1 2 3 4 5 6 7 8"
-score=$(tail -n 1 "$TMP/solution.log")
-if [ "$(cat "$TMP/solution.rc")" = 0 ] && [ "$score" = "score: 100 / 100" ]; then
-    ok "solution scores full marks at world sizes 1-8 ($score)"
-else
-    notok "solution scores full marks at world sizes 1-8 (got '$score', exit $(cat "$TMP/solution.rc"))"
-    grep -E "^ +(wrong|crash|timeout|deadlock|error|forbidden)" "$TMP/solution.log" | head -5 | sed 's/^/# /'
-fi
-for f in results.json junit.xml cases.json; do
-    [ -s "$TMP/solution/$f" ] && ok "solution run wrote $f" || notok "solution run wrote $f"
-done
-build/tools/jsoncheck "$TMP/solution/results.json" score max_score tests && ok "results.json is Gradescope-shaped JSON (score, max_score, tests)" || notok "results.json is Gradescope-shaped JSON"
-
-# The starter: zero, cleanly, at a few world sizes.
-start=$SECONDS
-grade starter labs/$LAB "1 3 4"
-score=$(tail -n 1 "$TMP/starter.log")
-rc=$(cat "$TMP/starter.rc")
-if [ "$rc" = 1 ] && [ "$score" = "score: 0 / 100" ]; then
-    ok "starter scores 0 without hanging ($score, exit $rc, $((SECONDS - start)) s)"
-else
-    notok "starter scores 0 without hanging (got '$score', exit $rc)"
-fi
-if classes "$TMP/starter/cases.json" | grep -qvE " (pass|wrong)$"; then
-    notok "starter: every case is pass (empty) or wrong, never a crash/timeout/deadlock"
-else
-    ok "starter: every case is pass (empty) or wrong, never a crash/timeout/deadlock"
-fi
-
-# The broken implementations.
-nbroken=0
-for f in tests/broken/$LAB/*.c; do
-    name=$(basename "$f" .c)
-    expect=$(sed -n 's|^// expect: ||p' "$f" | head -n 1)
-    cls=${expect%% *}
-    glob=${expect#* }
-    [ -n "$expect" ] || { notok "$name: has an '// expect:' line"; continue; }
-    nbroken=$((nbroken + 1))
-    # Odd and even world sizes: folds, remainders and roots all show up.
-    grade "$name" "$f" "3 4" --filter "$glob"
-    rc=$(cat "$TMP/$name.rc")
-    score=$(tail -n 1 "$TMP/$name.log")
-    if [ "$rc" = 0 ]; then
-        notok "$name: caught (it scored full marks: $score)"
-        continue
-    fi
-    if [ "$cls" = pass ]; then
-        # Correct results, so the catch must come from a performance rule.
-        perf=$(sed -n 's|^// expect-perf: ||p' "$f" | head -n 1)
-        metric=${perf%% *}
-        line=$(grep -E "^ +[a-z_]+\.(bytes|msgs|speed) " "$TMP/$name.log" | grep -v " \([0-9.]*\)/\1 " | head -n 1)
-        bad=$(classes "$TMP/$name/cases.json" | grep -vc " pass$")
-        if [ "$bad" = 0 ] && grep -qE "^ +[a-z_]+\.bytes +[0-9.]+/[0-9]+ +bytes 2\.00x optimum" "$TMP/$name.log"; then
-            ok "$name: results correct, caught by the $metric rule: $(grep -E '^ +[a-z_]+\.bytes +[0-9.]+/[0-9]+ +bytes 2' "$TMP/$name.log" | sed 's/^ *//')"
-        else
-            notok "$name: caught by the bytes rule as 2x optimum ($bad non-pass cases; $line)"
-        fi
-        continue
-    fi
-    hit=$(classes "$TMP/$name/cases.json" | awk -v c="$cls" '$2 == c {print $1; exit}')
-    if [ -n "$hit" ]; then
-        ok "$name: caught as $cls ($hit), $score"
+full_marks() { # full_marks LAB NAME DESCRIPTION
+    local log="$TMP/$1-$2.log" rc score
+    rc=$(cat "$TMP/$1-$2.rc")
+    score=$(tail -n 1 "$log")
+    if [ "$rc" = 0 ] && echo "$score" | grep -qE '^score: ([0-9.]+) / \1$'; then
+        ok "$3 ($score)"
     else
-        notok "$name: caught as $cls (classifications seen: $(classes "$TMP/$name/cases.json" | awk '{print $2}' | sort | uniq -c | tr '\n' ' '))"
+        notok "$3 (got '$score', exit $rc)"
+        grep -E "^ +(wrong|crash|timeout|deadlock|error|forbidden|build)" "$log" | head -5 | sed 's/^/# /'
     fi
+}
+
+conf() { sed -n "s/^$2 *//p" "tests/broken/$1/selftest.conf" 2>/dev/null | head -n 1; }
+
+# Lab 0 has nothing to implement: its program must score full marks.
+if [ -d labs/00-hello ]; then
+    grade 00-hello hello labs/00-hello "2 3"
+    full_marks 00-hello hello "lab 0 (hello) scores full marks at 2 and 3 ranks"
+fi
+
+for dir in tests/broken/*/; do
+    lab=$(basename "$dir")
+    [ -f "grader/rubrics/$lab.rubric" ] || { notok "$lab: has a rubric"; continue; }
+    sol_np=$(conf "$lab" solution-np); start_np=$(conf "$lab" starter-np); broken_np=$(conf "$lab" broken-np)
+    : "${sol_np:=1 2 4}" "${start_np:=1 2}" "${broken_np:=2 3}"
+
+    grade "$lab" solution "solutions/$lab" "$sol_np"
+    full_marks "$lab" solution "$lab: the solution scores full marks at world sizes $sol_np"
+    for f in results.json junit.xml cases.json; do
+        [ -s "$TMP/$lab-solution/$f" ] && ok "$lab: the solution run wrote $f" || notok "$lab: the solution run wrote $f"
+    done
+    build/tools/jsoncheck "$TMP/$lab-solution/results.json" score max_score tests \
+        && ok "$lab: results.json is Gradescope-shaped (score, max_score, tests)" \
+        || notok "$lab: results.json is Gradescope-shaped"
+
+    start=$SECONDS
+    grade "$lab" starter "labs/$lab" "$start_np"
+    score=$(tail -n 1 "$TMP/$lab-starter.log")
+    rc=$(cat "$TMP/$lab-starter.rc")
+    if [ "$rc" = 1 ] && echo "$score" | grep -qE '^score: 0 / [0-9.]+$'; then
+        ok "$lab: the starter scores 0 without hanging ($score, exit $rc, $((SECONDS - start)) s)"
+    else
+        notok "$lab: the starter scores 0 without hanging (got '$score', exit $rc)"
+    fi
+    if classes "$TMP/$lab-starter/cases.json" | grep -qvE " (pass|wrong|error)$"; then
+        notok "$lab: starter cases are pass/wrong/error, never a crash, timeout or deadlock"
+    else
+        ok "$lab: starter cases are pass/wrong/error, never a crash, timeout or deadlock"
+    fi
+
+    nbroken=0
+    for f in "$dir"*.c; do
+        [ -f "$f" ] || continue
+        name=$(basename "$f" .c)
+        expect=$(sed -n 's|^// expect: ||p' "$f" | head -n 1)
+        [ -n "$expect" ] || { notok "$lab/$name: has an '// expect:' line"; continue; }
+        cls=${expect%% *}
+        glob=${expect#* }
+        nbroken=$((nbroken + 1))
+        grade "$lab" "$name" "$f" "$broken_np" --filter "$glob"
+        rc=$(cat "$TMP/$lab-$name.rc")
+        score=$(tail -n 1 "$TMP/$lab-$name.log")
+        if [ "$rc" = 0 ]; then
+            notok "$lab/$name: caught (it scored full marks: $score)"
+            continue
+        fi
+        if [ "$cls" = pass ]; then
+            rule=$(sed -n 's|^// expect-perf: ||p' "$f" | head -n 1)
+            rule=${rule%% *}
+            line=$(grep -E "^ +$rule +[0-9.]+/[0-9.]+ " "$TMP/$lab-$name.log" | head -n 1)
+            got=$(echo "$line" | awk '{split($2, a, "/"); print (a[1] < a[2]) ? "below" : "full"}')
+            bad=$(classes "$TMP/$lab-$name/cases.json" | grep -vc " pass$")
+            if [ "$bad" = 0 ] && [ "$got" = below ]; then
+                ok "$lab/$name: results correct, caught by $rule:$(echo "$line" | sed 's/^ *[^ ]*//')"
+            else
+                notok "$lab/$name: results correct, caught by $rule ($bad non-pass cases; '$line')"
+            fi
+            continue
+        fi
+        hit=$(classes "$TMP/$lab-$name/cases.json" | awk -v c="$cls" '$2 == c {print $1; exit}')
+        if [ -n "$hit" ]; then
+            ok "$lab/$name: caught as $cls ($hit), $score"
+        else
+            notok "$lab/$name: caught as $cls (seen: $(classes "$TMP/$lab-$name/cases.json" | awk '{print $2}' | sort | uniq -c | tr '\n' ' '))"
+        fi
+    done
+    [ "$nbroken" -ge 6 ] && ok "$lab: $nbroken broken implementations checked" || notok "$lab: at least 6 broken implementations ($nbroken)"
 done
-[ "$nbroken" -ge 8 ] && ok "at least 8 broken implementations are checked ($nbroken)" || notok "at least 8 broken implementations ($nbroken)"

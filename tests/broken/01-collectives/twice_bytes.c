@@ -1,5 +1,5 @@
 // expect: pass allreduce_ring.*
-// expect-perf: bytes_ratio 0.5 allreduce_ring.*
+// expect-perf: allreduce_ring.bytes
 /* Broken on purpose (performance only): every ring step is done twice, the second time
  * into a throw-away buffer. The result is right, but each rank sends 2x the optimal
  * 2(n-1)/n * S bytes, so the bytes rule scores optimum/actual = 0.5. */
