@@ -25,9 +25,10 @@ MPI_HOME   ?=
 
 # ---- tools and detection (each a `command -v` or a one-line test compile) ---------------
 MPICC   := $(if $(MPI_HOME),$(MPI_HOME)/bin/mpicc,mpicc)
-MPIRUN  := $(if $(MPI_HOME),$(MPI_HOME)/bin/mpirun,mpirun)
+MPIRUN  ?= $(if $(MPI_HOME),$(MPI_HOME)/bin/mpirun,mpirun)
 NVCC    := $(if $(CUDA_HOME),$(CUDA_HOME)/bin/nvcc)
 HASH    := \#
+comma   := ,
 probe_c  = $(shell printf '$(HASH)include <%s>\nint main(void){return 0;}\n' '$(1)' | $(2) -x c - -o /dev/null $(3) >/dev/null 2>&1 && echo yes)
 detect   = $(eval HAVE_MPICC := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo yes)) \
            $(eval HAVE_BLAS := $(call probe_c,cblas.h,cc,-lopenblas)) \
@@ -50,7 +51,10 @@ endif
 endif
 
 HAVE_NVCC := $(if $(NO_CUDA),,$(if $(NVCC),$(shell test -x $(NVCC) && echo yes)))
-HAVE_NCCL := $(if $(HAVE_NVCC),$(if $(NO_NCCL),,$(shell test -f $(CUDA_HOME)/include/nccl.h -o -f /usr/include/nccl.h && echo yes)))
+# NCCL: in the toolkit, in /usr, or where NCCL_HOME says (include/ and lib/, e.g. the
+# nvidia-nccl wheel, which ships only libnccl.so.2).
+NCCL_HOME ?=
+HAVE_NCCL := $(if $(HAVE_NVCC),$(if $(NO_NCCL),,$(shell test -f $(or $(NCCL_HOME),$(CUDA_HOME))/include/nccl.h -o -f /usr/include/nccl.h && echo yes)))
 HAVE_GPU  := $(shell nvidia-smi -L 2>/dev/null | grep -q GPU && echo yes)
 # Which flavour runs the labs: cuda when it is built and a GPU is present, else cpu.
 FLAVOR    := $(or $(FLAVOR),$(if $(and $(HAVE_NVCC),$(HAVE_GPU)),cuda,cpu))
@@ -67,9 +71,10 @@ endif
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 -Wall -Wextra -D_GNU_SOURCE -Icommon -Ikernels -Idatasets -Igrader
 LDLIBS   := -lopenblas -lcjson -lz -lm
-CUDA_CFLAGS := -DPL_HAVE_CUDA $(if $(HAVE_NCCL),-DPL_HAVE_NCCL)
+CUDA_CFLAGS := -DPL_HAVE_CUDA $(if $(HAVE_NCCL),-DPL_HAVE_NCCL) $(if $(NCCL_HOME),-I$(NCCL_HOME)/include)
 CUDA_LIBDIRS := $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib)
-CUDA_LDLIBS := $(foreach d,$(CUDA_LIBDIRS),-L$(d) -Wl,-rpath,$(d)) -lcublas -lcudart $(if $(HAVE_NCCL),-lnccl) -lstdc++
+CUDA_LDLIBS := $(foreach d,$(CUDA_LIBDIRS),-L$(d) -Wl,-rpath,$(d)) -lcublas -lcudart \
+               $(if $(HAVE_NCCL),$(if $(NCCL_HOME),-L$(NCCL_HOME)/lib -Wl$(comma)-rpath$(comma)$(NCCL_HOME)/lib -l:libnccl.so.2,-lnccl)) -lstdc++
 NVCCFLAGS := -O2 -std=c++17 -Icommon -Ikernels -Idatasets $(shell $(MPICC) --showme:compile 2>/dev/null) \
              $(CUDA_CFLAGS) $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
              -Xcompiler -Wall,-Wextra
@@ -180,7 +185,13 @@ $(B)/cpu/tests/%: tests/harness/%.c tests/harness/tap.h $(B)/cpu/libparalab.a
 $(B)/tools/jsoncheck: tests/harness/jsoncheck.c
 	@mkdir -p $(@D)
 	$(CC) -std=c11 -O2 -Wall -Wextra $< -lcjson -o $@
-test-bins: $(TEST_BINS)
+# The same tests built against the cuda flavour: they must link, and they run on whichever
+# device `auto` finds (the cpu here; a GPU in scripts/gpu-validate.sh).
+CUDA_TEST_BINS := $(patsubst tests/harness/%.c,$(B)/cuda/tests/%,$(filter-out tests/harness/jsoncheck.c,$(TEST_SRC)))
+$(B)/cuda/tests/%: tests/harness/%.c tests/harness/tap.h $(B)/cuda/libparalab.a
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS) $(CUDA_CFLAGS) $< $(B)/cuda/libparalab.a $(LDLIBS) $(CUDA_LDLIBS) -o $@
+test-bins: $(TEST_BINS) $(if $(HAVE_NVCC),$(CUDA_TEST_BINS))
 
 test: all test-bins
 	@MAKE="$(MAKE)" MPIRUN="$(MPIRUN)" HAVE_NVCC="$(HAVE_NVCC)" tests/run.sh

@@ -262,9 +262,21 @@ static void build_argv(strlist *argv, const run_config *cfg, int np, const rubri
 {
     char np_text[16];
     snprintf(np_text, sizeof np_text, "%d", np);
-    strlist_push_all(argv, &cfg->mpirun);
-    strlist_push(argv, "-np");
-    strlist_push(argv, np_text);
+    /* The launcher: "-np N" is appended, unless the command names the place of the rank
+     * count itself with {np} (e.g. "srun -n {np}" under Slurm). */
+    bool placed = false;
+    for (int i = 0; i < cfg->mpirun.count; i++) {
+        if (!strcmp(cfg->mpirun.items[i], "{np}")) {
+            strlist_push(argv, np_text);
+            placed = true;
+        } else {
+            strlist_push(argv, cfg->mpirun.items[i]);
+        }
+    }
+    if (!placed) {
+        strlist_push(argv, "-np");
+        strlist_push(argv, np_text);
+    }
     strlist_push(argv, cfg->driver);
     strlist_push(argv, "--json");
     strlist_push(argv, json_path);

@@ -108,6 +108,9 @@ if [ -n "$HAVE_NVCC" ]; then
     expect "cuda flavour without a GPU: auto falls back to cpu+mpi and the solution passes (exit $rc)" \
         bash -c "[ $rc = 0 ] && grep -q 'device cpu, comm mpi' $TMP/o"
     bad_input "cuda flavour: --device cuda without a usable GPU" "device cuda requested" 1 build/cuda/solutions/lab01 --device cuda
+    # The harness tests built against the cuda flavour run here on the cpu device.
+    tap_run 2 120 build/cuda/tests/test_streams
+    tap_run 3 180 build/cuda/tests/test_collectives
 else
     echo "# nvcc not found: cuda flavour not built (skipped, not counted)"
 fi

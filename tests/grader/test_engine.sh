@@ -162,6 +162,11 @@ check "hidden: hidden group scored" has_line options "seeds +5/5 +3/3 cases \[hi
 check "filter: unmatched group says no cases ran" has_line options "beta +0/10 +no cases ran"
 check "options: score line" last_line_is options "score: 25 / 40"
 
+# ---- a launcher that places the rank count itself: "srun -n {np}" style
+FAKE_MODE=pass "$engine" --lab fake --rubric "$here/fake.rubric" --driver "$here/fake_driver.sh" \
+    --mpirun "$here/fake_mpirun.sh -np {np}" --np 2 >"$tmp/npword.log" 2>&1
+check "launcher with {np}: the rank count lands in its place" last_line_is npword "score: 35 / 35"
+
 # ---- usage errors: one line, exit 2
 "$engine" --lab fake >"$tmp/usage.log" 2>&1
 echo $? >"$tmp/usage.rc"
