@@ -80,8 +80,12 @@ NVCCFLAGS := -O2 -std=c++17 -Icommon -Ikernels -Idatasets $(shell $(MPICC) --sho
              -Xcompiler -Wall,-Wextra
 
 B := build
+# Short build lines; V=1 shows the full commands.
+Q    := $(if $(V),,@)
+say   = $(if $(V),,@echo "  $(1)  $(2)")
 # The library every lab links: the harness (common/), the kernels (kernels/) and the data
-# loaders (datasets/). .cu files join the cuda flavour only.
+# loaders (datasets/). .cu files join the cuda flavour only, as X.cu.o so that a kernel
+# family X.c (CPU reference) + X.cu (CUDA version) gives two objects.
 LIB_DIRS   := common kernels datasets
 LIB_C      := $(wildcard $(addsuffix /*.c,$(LIB_DIRS)))
 LIB_CU     := $(wildcard $(addsuffix /*.cu,$(LIB_DIRS)))
@@ -89,7 +93,7 @@ LIB_H      := $(wildcard $(addsuffix /*.h,$(LIB_DIRS)))
 COMMON_H   := $(LIB_H)
 CPU_OBJ    := $(LIB_C:%.c=$(B)/cpu/obj/%.o) $(B)/cpu/driver.o
 CUDA_OBJ   := $(LIB_C:%.c=$(B)/cuda/obj/%.o) $(B)/cuda/driver.o \
-              $(patsubst %.cu,$(B)/cuda/obj/%.o,$(if $(HAVE_NCCL),$(LIB_CU),$(filter-out common/pl_comm_nccl.cu,$(LIB_CU))))
+              $(patsubst %.cu,$(B)/cuda/obj/%.cu.o,$(if $(HAVE_NCCL),$(LIB_CU),$(filter-out common/pl_comm_nccl.cu,$(LIB_CU))))
 ENGINE     := $(B)/tools/pl-grade
 ENGINE_SRC := $(wildcard grader/engine*.c)
 
@@ -112,27 +116,34 @@ config:
 libs: $(foreach f,$(FLAVORS),$(B)/$(f)/libparalab.a)
 
 $(B)/cpu/libparalab.a: $(CPU_OBJ)
+	$(call say,AR,$@)
 	@rm -f $@ && ar rcs $@ $^
 $(B)/cuda/libparalab.a: $(CUDA_OBJ)
+	$(call say,AR,$@)
 	@rm -f $@ && ar rcs $@ $^
 
 $(B)/cpu/obj/%.o: %.c $(COMMON_H)
 	@mkdir -p $(@D)
-	$(MPICC) $(CFLAGS) -c $< -o $@
+	$(call say,CC,$@)
+	$(Q)$(MPICC) $(CFLAGS) -c $< -o $@
 $(B)/cuda/obj/%.o: %.c $(COMMON_H)
 	@mkdir -p $(@D)
-	$(MPICC) $(CFLAGS) $(CUDA_CFLAGS) -I$(CUDA_HOME)/include -c $< -o $@
-$(B)/cuda/obj/%.o: %.cu $(COMMON_H)
+	$(call say,CC,$@)
+	$(Q)$(MPICC) $(CFLAGS) $(CUDA_CFLAGS) -I$(CUDA_HOME)/include -c $< -o $@
+$(B)/cuda/obj/%.cu.o: %.cu $(COMMON_H) $(wildcard kernels/*.cuh)
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(call say,NVCC,$@)
+	$(Q)$(NVCC) $(NVCCFLAGS) -c $< -o $@
 $(B)/%/driver.o: grader/driver.c grader/driver.h $(COMMON_H)
 	@mkdir -p $(@D)
-	$(MPICC) $(CFLAGS) $(if $(filter cuda,$*),$(CUDA_CFLAGS)) -c $< -o $@
+	$(call say,CC,$@)
+	$(Q)$(MPICC) $(CFLAGS) $(if $(filter cuda,$*),$(CUDA_CFLAGS)) -c $< -o $@
 
 engine: $(ENGINE)
 $(ENGINE): $(ENGINE_SRC) $(wildcard grader/engine*.h)
 	@mkdir -p $(@D)
-	$(CC) -std=c11 -O2 -Wall -Wextra -D_GNU_SOURCE $(ENGINE_SRC) -lcjson -o $@
+	$(call say,CC,$@)
+	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -D_GNU_SOURCE $(ENGINE_SRC) -lcjson -o $@
 
 # One driver binary: the lab's driver program linked with a directory of student files.
 #   make driver LAB=01-collectives SRC=labs/01-collectives BIN=build/cpu/labs/lab01 FLAVOR=cpu
@@ -142,16 +153,17 @@ DRV_MAIN := $(firstword $(wildcard grader/drivers/lab$(call lab_num,$(LAB)).c))
 DRV_SRC  := $(or $(SRCFILES),$(wildcard $(SRC)/*.c))
 $(BIN): $(DRV_MAIN) $(DRV_SRC) $(wildcard labs/$(LAB)/*.h) $(B)/$(FLAVOR)/libparalab.a
 	@mkdir -p $(@D)
-	$(MPICC) $(CFLAGS) -Ilabs/$(LAB) $(if $(filter cuda,$(FLAVOR)),$(CUDA_CFLAGS) -I$(CUDA_HOME)/include) \
+	$(call say,CC,$@)
+	$(Q)$(MPICC) $(CFLAGS) -Ilabs/$(LAB) $(if $(filter cuda,$(FLAVOR)),$(CUDA_CFLAGS) -I$(CUDA_HOME)/include) \
 	  $(DRV_MAIN) $(DRV_SRC) $(B)/$(FLAVOR)/libparalab.a $(LDLIBS) $(if $(filter cuda,$(FLAVOR)),$(CUDA_LDLIBS)) -o $@
 driver: $(BIN)
 endif
 
-# Every lab's starter and solution in every flavour (what `make test` checks builds).
+# Every graded lab's starter and solution in every flavour (what `make test` checks builds).
 drivers: libs
 	@for f in $(FLAVORS); do for l in $(LAB_NAMES); do \
 	  for kind in labs solutions; do \
-	    [ -d $$kind/$$l ] || continue; \
+	    [ -d $$kind/$$l ] && [ -f grader/rubrics/$$l.rubric ] || continue; \
 	    $(MAKE) --no-print-directory driver LAB=$$l SRC=$$kind/$$l FLAVOR=$$f \
 	      BIN=$(B)/$$f/$$kind/lab$${l%%-*} || exit 1; \
 	  done; done; done
@@ -181,16 +193,19 @@ TEST_SRC  := $(wildcard tests/harness/*.c)
 TEST_BINS := $(patsubst tests/harness/%.c,$(B)/cpu/tests/%,$(filter-out tests/harness/jsoncheck.c,$(TEST_SRC))) $(B)/tools/jsoncheck
 $(B)/cpu/tests/%: tests/harness/%.c tests/harness/tap.h $(B)/cpu/libparalab.a
 	@mkdir -p $(@D)
-	$(MPICC) $(CFLAGS) $< $(B)/cpu/libparalab.a $(LDLIBS) -o $@
+	$(call say,CC,$@)
+	$(Q)$(MPICC) $(CFLAGS) $< $(B)/cpu/libparalab.a $(LDLIBS) -o $@
 $(B)/tools/jsoncheck: tests/harness/jsoncheck.c
 	@mkdir -p $(@D)
-	$(CC) -std=c11 -O2 -Wall -Wextra $< -lcjson -o $@
+	$(call say,CC,$@)
+	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra $< -lcjson -o $@
 # The same tests built against the cuda flavour: they must link, and they run on whichever
 # device `auto` finds (the cpu here; a GPU in scripts/gpu-validate.sh).
 CUDA_TEST_BINS := $(patsubst tests/harness/%.c,$(B)/cuda/tests/%,$(filter-out tests/harness/jsoncheck.c,$(TEST_SRC)))
 $(B)/cuda/tests/%: tests/harness/%.c tests/harness/tap.h $(B)/cuda/libparalab.a
 	@mkdir -p $(@D)
-	$(MPICC) $(CFLAGS) $(CUDA_CFLAGS) $< $(B)/cuda/libparalab.a $(LDLIBS) $(CUDA_LDLIBS) -o $@
+	$(call say,CC,$@)
+	$(Q)$(MPICC) $(CFLAGS) $(CUDA_CFLAGS) $< $(B)/cuda/libparalab.a $(LDLIBS) $(CUDA_LDLIBS) -o $@
 test-bins: $(TEST_BINS) $(if $(HAVE_NVCC),$(CUDA_TEST_BINS))
 
 test: all test-bins
@@ -199,7 +214,8 @@ test: all test-bins
 BENCH_BINS := $(patsubst tests/bench/%.c,$(B)/cpu/bench/%,$(wildcard tests/bench/*.c))
 $(B)/cpu/bench/%: tests/bench/%.c $(B)/cpu/libparalab.a
 	@mkdir -p $(@D)
-	$(MPICC) $(CFLAGS) $< $(B)/cpu/libparalab.a $(LDLIBS) -o $@
+	$(call say,CC,$@)
+	$(Q)$(MPICC) $(CFLAGS) $< $(B)/cpu/libparalab.a $(LDLIBS) -o $@
 
 bench: all $(BENCH_BINS)
 	@MAKE="$(MAKE)" MPIRUN="$(MPIRUN)" tests/bench.sh
