@@ -105,7 +105,7 @@ lab_name = $(notdir $(firstword $(wildcard labs/$(shell printf %02d $(1) 2>/dev/
 lab_num  = $(firstword $(subst -, ,$(1)))
 lab_bin  = $(B)/$(2)/$(3)/lab$(call lab_num,$(1))
 
-.PHONY: all libs engine config help doctor test test-bins bench clean grade drivers driver FORCE
+.PHONY: all libs engine config help doctor test test-bins bench clean grade drivers driver FORCE kernel-tests bench-kernels train-6 test-ddp-bins
 
 all: config libs engine drivers
 
@@ -211,7 +211,12 @@ test-bins: $(TEST_BINS) $(if $(HAVE_NVCC),$(CUDA_TEST_BINS))
 test: all test-bins
 	@MAKE="$(MAKE)" MPIRUN="$(MPIRUN)" HAVE_NVCC="$(HAVE_NVCC)" tests/run.sh
 
-BENCH_BINS := $(patsubst tests/bench/%.c,$(B)/cpu/bench/%,$(wildcard tests/bench/*.c))
+BENCH_BINS := $(patsubst tests/bench/%.c,$(B)/cpu/bench/%,$(filter-out tests/bench/bench_gpu.c,$(wildcard tests/bench/*.c))) \
+              $(if $(HAVE_NVCC),$(B)/cuda/bench/bench_gpu)
+$(B)/cuda/bench/bench_gpu: tests/bench/bench_gpu.c $(B)/cuda/libparalab.a
+	@mkdir -p $(@D)
+	$(call say,CC,$@)
+	$(Q)$(MPICC) $(CFLAGS) $(CUDA_CFLAGS) -I$(CUDA_HOME)/include $< $(B)/cuda/libparalab.a $(LDLIBS) $(CUDA_LDLIBS) -o $@
 $(B)/cpu/bench/%: tests/bench/%.c $(B)/cpu/libparalab.a
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
@@ -232,6 +237,7 @@ help:
 	@echo "  make grade         grade every lab (or LAB=N), writing results.json, junit.xml, cases.json to OUT"
 	@echo "  make test          the project's own tests; last line 'N passed, M failed'"
 	@echo "  make bench         side-by-side benchmarks, printed as ratio lines"
+	@echo "  make bench-kernels kernel bandwidth vs a device-to-device copy (GPU; says so without one)"
 	@echo "  make doctor        what works on this machine: MPI, GPUs, driver/runtime, NCCL, backends"
 	@echo "  make config        what the build found and what it skips"
 	@echo "  make clean         remove build/"
@@ -244,3 +250,61 @@ help:
 	@echo "  TRACE=1            write a Chrome trace (trace.json) of each run, for Perfetto"
 	@echo "  FLAVOR=cpu|cuda    which build runs the labs (default: cuda when built and a GPU is present)"
 	@echo "  NO_CUDA=1 NO_NCCL=1 CUDA_HOME=dir MPI_HOME=dir CUDA_ARCH=\"80 90\"  build controls"
+
+# ---- kernels/ tests and benchmark ----------------------------------------------------------
+# tests/kernels/*.c: test_kernels (CPU references vs float64 and finite differences),
+# test_kernels_cuda (CUDA vs CPU, cuda flavour, needs a GPU to run), bench_kernels (GPU
+# bandwidth vs a device-to-device copy); any other test_kernels_*.c builds the same way.
+KERN_TEST_SRC  := $(wildcard tests/kernels/test_kernels*.c)
+KERN_TEST_BINS := $(patsubst tests/kernels/%.c,$(B)/cpu/tests/%,$(filter-out %_cuda.c,$(KERN_TEST_SRC))) \
+                  $(if $(HAVE_NVCC),$(patsubst tests/kernels/%.c,$(B)/cuda/tests/%,$(filter %_cuda.c,$(KERN_TEST_SRC))) \
+                                    $(B)/cuda/bench/bench_kernels)
+$(B)/cpu/tests/%: tests/kernels/%.c tests/harness/tap.h $(B)/cpu/libparalab.a
+	@mkdir -p $(@D)
+	$(call say,CC,$@)
+	$(Q)$(MPICC) $(CFLAGS) $< $(B)/cpu/libparalab.a $(LDLIBS) -o $@
+$(B)/cuda/tests/%: tests/kernels/%.c tests/harness/tap.h $(B)/cuda/libparalab.a
+	@mkdir -p $(@D)
+	$(call say,CC,$@)
+	$(Q)$(MPICC) $(CFLAGS) $(CUDA_CFLAGS) -I$(CUDA_HOME)/include $< $(B)/cuda/libparalab.a $(LDLIBS) $(CUDA_LDLIBS) -o $@
+$(B)/cuda/bench/bench_kernels: tests/kernels/bench_kernels.c $(B)/cuda/libparalab.a
+	@mkdir -p $(@D)
+	$(call say,CC,$@)
+	$(Q)$(MPICC) $(CFLAGS) $(CUDA_CFLAGS) -I$(CUDA_HOME)/include $< $(B)/cuda/libparalab.a $(LDLIBS) $(CUDA_LDLIBS) -o $@
+kernel-tests: libs $(KERN_TEST_BINS)
+
+bench-kernels: libs $(if $(HAVE_NVCC),$(B)/cuda/bench/bench_kernels)
+	@if [ -z "$(HAVE_NVCC)" ]; then echo "bench-kernels: nvcc not found, the cuda flavour is not built: nothing to measure"; \
+	elif [ -z "$(HAVE_GPU)" ]; then echo "bench-kernels: no GPU on this machine: nothing to measure"; \
+	else $(MPIRUN) -np 1 $(B)/cuda/bench/bench_kernels --device cuda; fi
+
+# ==== Lab 6 (data parallelism), its kernels and datasets/ tests ==========================
+# make lab-6 RUN=train [SOLUTION=1] [NP="2 4"] [EPOCHS=3]: instead of grading, train the MLP
+# on Fashion-MNIST with labs/06-ddp (solutions/ with SOLUTION=1) at each world size, then
+# plot loss and accuracy per epoch (build/train-6/train.png). Same as `make train-6`.
+EPOCHS ?= 3
+KERN_DDP_TEST := $(B)/cpu/tests/test_kernels_ddp
+DS_TEST       := $(B)/cpu/tests/test_datasets
+DS_FUZZ       := $(B)/tools/fuzz_idx
+$(KERN_DDP_TEST): tests/kernels/test_kernels_ddp.c $(B)/cpu/libparalab.a
+	@mkdir -p $(@D)
+	$(call say,CC,$@)
+	$(Q)$(MPICC) $(CFLAGS) $< $(B)/cpu/libparalab.a $(LDLIBS) -o $@
+$(DS_TEST): tests/datasets/test_datasets.c $(B)/cpu/libparalab.a
+	@mkdir -p $(@D)
+	$(call say,CC,$@)
+	$(Q)$(MPICC) $(CFLAGS) $< $(B)/cpu/libparalab.a $(LDLIBS) -o $@
+# libFuzzer needs clang; without it the fuzz run is skipped (the script says so).
+$(DS_FUZZ): tests/datasets/fuzz_idx.c datasets/ds_idx.c datasets/ds_idx.h
+	@mkdir -p $(@D)
+	$(call say,CLANG,$@)
+	$(Q)clang -g -O1 -fsanitize=fuzzer,address,undefined -Idatasets $< datasets/ds_idx.c -lz -o $@
+test-ddp-bins: $(KERN_DDP_TEST) $(DS_TEST)
+
+train-6: libs FORCE
+	@bin=$(B)/$(FLAVOR)/$(if $(SOLUTION),solutions,labs)/lab06-train; \
+	$(MAKE) --no-print-directory -s driver LAB=06-ddp SRC=$(if $(SOLUTION),solutions,labs)/06-ddp FLAVOR=$(FLAVOR) BIN=$$bin && \
+	MPIRUN="$(MPIRUN)" NP="$(or $(NP),2 4)" EPOCHS=$(EPOCHS) OUTDIR=$(B)/train-6 scripts/train-6.sh $$bin
+ifeq ($(RUN),train)
+lab-6: train-6 ; @:
+endif

@@ -15,6 +15,11 @@ timeout 300 $MPIRUN -np 2 $B/bench/bench_allreduce 2>&1 | grep '^ratio'
 echo "# pl_gemm vs raw cblas_sgemm (1 rank, 1 BLAS thread)"
 timeout 300 $MPIRUN -np 1 $B/bench/bench_gemm 2>&1 | grep '^ratio'
 
+if [ -x build/cuda/bench/bench_gpu ]; then
+    echo "# GPU: pl_allreduce vs ncclAllReduce (1 rank), pl_gemm vs cublasSgemm"
+    timeout 300 $MPIRUN -np 1 build/cuda/bench/bench_gpu 2>&1 | grep -E '^(ratio|# bench_gpu)'
+fi
+
 echo "# solution ring all-reduce vs library all-reduce, 64 MiB, 4 ranks"
 out=$(timeout 600 $MPIRUN -np 4 $B/solutions/lab01 --collective allreduce_ring -b 64M -e 64M -n 5 2>&1)
 echo "$out" | awk '$1=="allreduce_ring" && $2=="oop" && $5 > 0 {
