@@ -189,41 +189,36 @@ void pl_trace_write_chrome(const char *path) {
  * state. Either one fires: it prints the waiting rank's line, lets the other stuck ranks
  * print theirs, and ends the job with PL_EXIT_DEADLOCK. The thread makes no MPI calls. */
 #include <pthread.h>
+#include <stdatomic.h>
 
-static pthread_mutex_t g_wd_lock = PTHREAD_MUTEX_INITIALIZER;
-static const char *g_wd_op;
-static int g_wd_peer;
-static double g_wd_since;
-static int g_wd_armed, g_wd_fired;
+/* Arming happens around every wait, so it must be cheap: atomics, no lock. Only the
+ * first caller past the limit (main thread or watchdog thread) reports. */
+static const char *_Atomic g_wd_op;
+static _Atomic int g_wd_peer;
+static _Atomic double g_wd_since;
+static _Atomic int g_wd_armed, g_wd_fired;
 
 void pl_watchdog_arm(const char *op, int peer) {
-    pthread_mutex_lock(&g_wd_lock);
-    if (!g_wd_armed) g_wd_since = pl_now();
-    g_wd_op = op;
-    g_wd_peer = peer;
-    g_wd_armed = 1;
-    pthread_mutex_unlock(&g_wd_lock);
+    if (!atomic_load_explicit(&g_wd_armed, memory_order_relaxed))
+        atomic_store_explicit(&g_wd_since, pl_now(), memory_order_relaxed);
+    atomic_store_explicit(&g_wd_op, op, memory_order_relaxed);
+    atomic_store_explicit(&g_wd_peer, peer, memory_order_relaxed);
+    atomic_store_explicit(&g_wd_armed, 1, memory_order_release);
 }
 
-void pl_watchdog_disarm(void) {
-    pthread_mutex_lock(&g_wd_lock);
-    g_wd_armed = 0;
-    pthread_mutex_unlock(&g_wd_lock);
-}
+void pl_watchdog_disarm(void) { atomic_store_explicit(&g_wd_armed, 0, memory_order_release); }
 
 /* Returns 1 for the one caller that must report: armed, past the limit (+ slack). */
 static int past_limit(double slack, const char **op, int *peer, double *waited) {
     double limit = pl_info()->watchdog_sec;
-    int fire = 0;
-    pthread_mutex_lock(&g_wd_lock);
-    if (g_wd_armed && !g_wd_fired && limit > 0 && pl_now() - g_wd_since >= limit + slack) {
-        g_wd_fired = fire = 1;
-        *op = g_wd_op;
-        *peer = g_wd_peer;
-        *waited = pl_now() - g_wd_since;
-    }
-    pthread_mutex_unlock(&g_wd_lock);
-    return fire;
+    if (limit <= 0 || !atomic_load_explicit(&g_wd_armed, memory_order_acquire)) return 0;
+    double since = atomic_load_explicit(&g_wd_since, memory_order_relaxed);
+    if (pl_now() - since < limit + slack) return 0;
+    if (atomic_exchange(&g_wd_fired, 1)) return 0;
+    *op = atomic_load_explicit(&g_wd_op, memory_order_relaxed);
+    *peer = atomic_load_explicit(&g_wd_peer, memory_order_relaxed);
+    *waited = pl_now() - since;
+    return 1;
 }
 
 static void report_and_exit(const char *op, int peer, double waited, int from_thread) {

@@ -59,6 +59,10 @@ timeout 60 $MPIRUN -np 3 $B/tests/misbehave hang --watchdog 2 >"$TMP/o" 2>"$TMP/
 rc=$?
 expect "watchdog: ranks waiting for a spinning rank are reported (exit $rc)" \
     bash -c "[ $rc = 86 ] && grep -q 'rank 1 waits in recv for peer 0' $TMP/e && grep -q 'rank 2 waits in recv for peer 0' $TMP/e"
+timeout 60 $MPIRUN -np 3 $B/tests/misbehave stuck-collective --watchdog 2 >"$TMP/o" 2>"$TMP/e"
+rc=$?
+expect "watchdog: ranks blocked inside a library collective are reported (exit $rc)" \
+    bash -c "[ $rc = 86 ] && grep -q 'rank 1 waits in allreduce' $TMP/e && grep -q 'rank 2 waits in allreduce' $TMP/e"
 timeout 60 $MPIRUN -np 2 $B/tests/misbehave crash >"$TMP/o" 2>"$TMP/e"
 rc=$?
 expect "crash: a segfaulting rank says 'crashed with signal 11' and the job fails (exit $rc)" \

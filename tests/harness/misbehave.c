@@ -3,7 +3,8 @@
  *   crash:    rank 1 (or 0) writes through a NULL pointer
  *   hang:     rank 0 never enters the exchange; the others wait for it
  *   trace:    a little traffic and a region, with --trace FILE
- *   mismatch: a send of 1024 floats matched by a receive of 256 */
+ *   mismatch: a send of 1024 floats matched by a receive of 256
+ *   stuck-collective: rank 0 spins while the others wait in pl_allreduce */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,6 +41,10 @@ int main(int argc, char **argv) {
         pl_region_end();
         pl_allreduce(buf, buf, 1024, PL_SUM, pl_comm_world(), pl_stream_comm());
         pl_gemm(false, false, 8, 8, 8, 1, buf, 8, buf + 64, 8, 0, buf + 128, 8, NULL);
+    } else if (!strcmp(argv[1], "stuck-collective")) {
+        /* the others block inside a blocking library collective: the watchdog thread */
+        if (me == 0) for (;;) {}
+        pl_allreduce(buf, buf, 1024, PL_SUM, pl_comm_world(), NULL);
     } else if (!strcmp(argv[1], "mismatch")) {
         /* a send and its receive that disagree on the count */
         if (n > 1 && me == 0) pl_send(buf, 1024, 1, pl_comm_world(), NULL);
