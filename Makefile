@@ -241,6 +241,8 @@ help:
 	@echo "  make doctor        what works on this machine: MPI, GPUs, driver/runtime, NCCL, backends"
 	@echo "  make config        what the build found and what it skips"
 	@echo "  make clean         remove build/"
+	@echo "  make scaling LAB=2 [PROFILE=dgx-h100]  strong/weak scaling of Lab 2: measured vs cost-model prediction, PNG"
+	@echo "  make calibrate     write common/profiles/this-machine.profile from Lab 0's p2p sweep + a GEMM"
 	@echo "Variables:"
 	@echo "  SOLUTION=1         grade solutions/NN-* instead of labs/NN-*"
 	@echo "  NP=\"3 5\"           world sizes to run (default: the lab's rubric)"
@@ -279,10 +281,10 @@ bench-kernels: libs $(if $(HAVE_NVCC),$(B)/cuda/bench/bench_kernels)
 	else $(MPIRUN) -np 1 $(B)/cuda/bench/bench_kernels --device cuda; fi
 
 # ==== Lab 6 (data parallelism), its kernels and datasets/ tests ==========================
-# make lab-6 RUN=train [SOLUTION=1] [NP="2 4"] [EPOCHS=3]: instead of grading, train the MLP
+# make lab-6 RUN=train [SOLUTION=1] [NP="2 4"] [EPOCHS=5]: instead of grading, train the MLP
 # on Fashion-MNIST with labs/06-ddp (solutions/ with SOLUTION=1) at each world size, then
 # plot loss and accuracy per epoch (build/train-6/train.png). Same as `make train-6`.
-EPOCHS ?= 3
+EPOCHS ?= 5
 KERN_DDP_TEST := $(B)/cpu/tests/test_kernels_ddp
 DS_TEST       := $(B)/cpu/tests/test_datasets
 DS_FUZZ       := $(B)/tools/fuzz_idx
@@ -308,3 +310,31 @@ train-6: libs FORCE
 ifeq ($(RUN),train)
 lab-6: train-6 ; @:
 endif
+
+# ==== Lab 2 (tensor parallelism): cost-model tests, calibration, scaling runs ============
+# make calibrate: Lab 0's p2p sweep + a GEMM measurement -> common/profiles/this-machine.profile
+# make scaling LAB=2 [PROFILE=dgx-h100] [SOLUTION=1] [NP="1 2 4 8"]: strong and weak scaling
+#   of the lab's MLP step, measured and predicted, table + gnuplot PNG in build/scaling-2/.
+PROFILE        ?= dgx-h100
+COSTMODEL_TEST := $(B)/cpu/tests/test_costmodel
+CALIBRATE      := $(B)/cpu/tools/pl-calibrate
+$(COSTMODEL_TEST): tests/costmodel/test_costmodel.c tests/harness/tap.h $(B)/cpu/libparalab.a
+	@mkdir -p $(@D)
+	$(call say,CC,$@)
+	$(Q)$(MPICC) $(CFLAGS) $< $(B)/cpu/libparalab.a $(LDLIBS) -o $@
+$(CALIBRATE): common/tools/pl_calibrate.c $(B)/cpu/libparalab.a
+	@mkdir -p $(@D)
+	$(call say,CC,$@)
+	$(Q)$(MPICC) $(CFLAGS) $< $(B)/cpu/libparalab.a $(LDLIBS) -o $@
+
+calibrate: libs $(CALIBRATE) FORCE
+	@$(MAKE) --no-print-directory -s driver LAB=00-hello SRC=labs/00-hello FLAVOR=$(FLAVOR) BIN=$(B)/$(FLAVOR)/labs/lab00
+	$(MPIRUN) -np 2 $(B)/$(FLAVOR)/labs/lab00 -b 8 -e 4M -f 8 -q --p2p-json $(B)/p2p.json >/dev/null
+	$(MPIRUN) -np 1 $(CALIBRATE) --p2p-json $(B)/p2p.json --out common/profiles/this-machine.profile
+
+scaling: libs FORCE
+	@l="$(call lab_name,$(or $(LAB),2))"; [ "$$l" = 02-tp-gemm ] || { echo "error: make scaling supports LAB=2 only (got '$(LAB)')" >&2; exit 2; }; \
+	kind=$(if $(SOLUTION),solutions,labs); bin=$(B)/$(FLAVOR)/$$kind/lab02; \
+	$(MAKE) --no-print-directory -s driver LAB=$$l SRC=$$kind/$$l FLAVOR=$(FLAVOR) BIN=$$bin && \
+	MPIRUN="$(MPIRUN)" PROFILE="$(PROFILE)" NP="$(NP)" OUTDIR=$(B)/scaling-2 scripts/scaling.sh $$bin
+.PHONY: calibrate scaling

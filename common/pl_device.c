@@ -185,7 +185,9 @@ void pl_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *A,
     PL_CHECK(C != NULL && (k == 0 || (A && B)), "pl_gemm: NULL matrix");
     s = pl_stream_ready(s);
     pl_trace_event e = {.kind = PL_OP_GEMM, .stream = s->id, .peer = -1,
-                        .flops = 2.0 * m * n * (double)k, .t_start = pl_trace_clock()};
+                        .flops = 2.0 * m * n * (double)k, .t_start = pl_trace_clock(),
+                        /* the matrices' bytes, for the cost model's roofline */
+                        .bytes = 4u * ((uint64_t)m * k + (uint64_t)k * n + (uint64_t)m * n)};
     pl_dev->gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, s);
     e.t_end = pl_trace_clock();
     pl_trace_record(&e);

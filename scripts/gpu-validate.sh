@@ -56,6 +56,15 @@ grade "lab 1 solution np1 cuda+nccl" lab-1 SOLUTION=1 NP=1 COMM=nccl
 grade "lab 1 solution np2,4 cuda+mpi" lab-1 SOLUTION=1 NP="2 4" COMM=mpi
 grade "lab 1 starter np2 cuda+mpi (must be 0)" lab-1 NP=2 COMM=mpi
 
+grade "lab 2 solution np1 cuda+nccl (TF32)" lab-2 SOLUTION=1 NP=1 COMM=nccl
+grade "lab 2 solution np2,4 cuda+mpi" lab-2 SOLUTION=1 NP="2 4" COMM=mpi
+grade "lab 3 solution np1 cuda+nccl" lab-3 SOLUTION=1 NP=1 COMM=nccl
+grade "lab 3 solution np2,4 cuda+mpi" lab-3 SOLUTION=1 NP="2 4" COMM=mpi
+grade "lab 6 solution np1 cuda+nccl" lab-6 SOLUTION=1 NP=1 COMM=nccl
+grade "lab 6 solution np2 cuda+mpi" lab-6 SOLUTION=1 NP=2 COMM=mpi
+tap "kernels: CUDA vs CPU reference" 1 build/cuda/tests/test_kernels_cuda --device cuda
+timeout 600 "${MK[@]}" bench-kernels >"$OUT/bench-kernels.log" 2>&1
+grep '^ratio' "$OUT/bench-kernels.log" | while IFS= read -r l; do row "bench-kernels" "$l"; done
 timeout 600 make --no-print-directory bench >"$OUT/bench.log" 2>&1
 grep '^ratio' "$OUT/bench.log" | while IFS= read -r l; do row "bench" "$l"; done
 echo

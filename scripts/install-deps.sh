@@ -10,7 +10,7 @@
 # 2 bad usage.
 set -u
 
-PACKAGES=(openmpi-bin libopenmpi-dev libopenblas-dev libcjson-dev zlib1g-dev gnuplot-nox make gcc)
+PACKAGES=(openmpi-bin libopenmpi-dev libopenblas-dev libcjson-dev zlib1g-dev gnuplot-nox make gcc dataset-fashion-mnist)
 
 usage() {
     sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'

@@ -34,3 +34,27 @@ tar --exclude=./build --exclude=./.git -cf - . | tar -C "$tmp" -xf -
   s=$(date +%s.%N); $MAKE --no-print-directory lab-1 NP=4 >/dev/null 2>&1; e=$(date +%s.%N)
   echo "time make lab-1 after touching collectives.c (NP=4): $(echo "$e - $s" | bc) s" )
 rm -rf "$tmp"
+
+echo "# Lab 6: DDP step time (MLP 784-256-256-10, global batch 64, SGD), naive vs bucketed vs overlapped"
+echo "# (overlap_fraction: share of all-reduce time inside backward, from the trace; cpu: MPI non-blocking"
+echo "#  collectives progress when the comm stream is drained, so overlap shows in the trace more than in time)"
+for np in 1 2 4; do
+    out=$(timeout 300 $MPIRUN -np $np $B/solutions/lab06 --bench 20 --hidden 256 --batch 64 2>&1)
+    echo "$out" | grep '^bench06'
+    echo "$out" | awk -v np=$np '$1=="bench06" {t[$5]=$7; c[$5]=$9}
+        END { if (t["overlap"] > 0 && t["bucketed"] > 0 && t["naive"] > 0)
+          printf "ratio lab6 np %d: naive/bucketed step time %6.3f, bucketed/overlap %6.3f (all-reduces per step %s vs %s vs %s)\n",
+                 np, t["naive"]/t["bucketed"], t["bucketed"]/t["overlap"], c["naive"], c["bucketed"], c["overlap"] }'
+done
+
+echo "# Lab 2: tensor-parallel GEMM per-rank efficiency and the cost model on this machine"
+L2=$B/solutions/lab02
+for np in 1 2; do
+    timeout 300 $MPIRUN -np $np $L2 --bench-gemm 256,1024,2048 -n 9 2>&1 | grep '^ratio'
+done
+for np in 1 2; do
+    timeout 300 $MPIRUN -np $np $L2 --bench 128,512,2048 --this-profile this-machine -n 5 -w 1 2>&1 |
+        awk -v np=$np '$1 == "scaling" { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+            printf "ratio cost model (this-machine) np %d, Lab 2 MLP step: predicted / measured  %6.3f   (predicted %.0f us, measured %.0f us, GEMMs alone %.0f us, target 0.75..1.25)\n",
+                   np, v["pred_this_us"] / v["time_us"], v["pred_this_us"], v["time_us"], v["gemm_us"] }'
+done

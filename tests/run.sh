@@ -32,8 +32,8 @@ tap_run() { # tap_run NP TIMEOUT BIN [ARGS...]
     local lines=0
     while IFS= read -r line; do
         case "$line" in
-            "ok - "*) pass "${line#ok - }"; lines=$((lines + 1)) ;;
-            "not ok - "*) fail "${line#not ok - }"; lines=$((lines + 1)) ;;
+            "ok - "*) pass "${TAP_PREFIX:-}${line#ok - }"; lines=$((lines + 1)) ;;
+            "not ok - "*) fail "${TAP_PREFIX:-}${line#not ok - }"; lines=$((lines + 1)) ;;
         esac
     done <"$out"
     if [ $rc -ne 0 ] || [ $lines -eq 0 ]; then
@@ -113,8 +113,8 @@ if [ -n "$HAVE_NVCC" ]; then
         bash -c "[ $rc = 0 ] && grep -q 'device cpu, comm mpi' $TMP/o"
     bad_input "cuda flavour: --device cuda without a usable GPU" "device cuda requested" 1 build/cuda/solutions/lab01 --device cuda
     # The harness tests built against the cuda flavour run here on the cpu device.
-    tap_run 2 120 build/cuda/tests/test_streams
-    tap_run 3 180 build/cuda/tests/test_collectives
+    TAP_PREFIX="cuda build on the cpu device: " tap_run 2 120 build/cuda/tests/test_streams
+    TAP_PREFIX="cuda build on the cpu device: " tap_run 3 180 build/cuda/tests/test_collectives
 else
     echo "# nvcc not found: cuda flavour not built (skipped, not counted)"
 fi

@@ -1,0 +1,99 @@
+/* pl_costmodel.h - an alpha-beta model of links plus a roofline of devices, with machine
+ * profiles kept as small text files (common/profiles/NAME.profile). It replays a run's
+ * recorded operations (pl_trace_events of every rank, per stream, sends matched with
+ * receives, collectives synchronising their members) to predict step time, the fraction
+ * of the step spent in exposed communication, and scaling on a machine you do not have.
+ * Every formula is written out in docs/cost-model.md.
+ */
+#ifndef PL_COSTMODEL_H
+#define PL_COSTMODEL_H
+
+#include <stddef.h>
+
+#include "pl_comm.h"  // defines: pl_comm
+#include "pl_trace.h" // defines: pl_op_kind, pl_trace_event
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A machine. Units in the file are the ones in the key names; here everything is SI. */
+typedef struct {
+    char name[64];
+    char description[160];
+    int gpus_per_node;    /* ranks per node; rank r lives on node r / gpus_per_node   */
+    int nodes;            /* how many nodes the machine has (largest world it models) */
+    double peak_flops;    /* FLOP/s of one device at the precision the labs use      */
+    double gemm_eff;      /* fraction of peak_flops a large GEMM reaches              */
+    double mem_bw;        /* device memory bandwidth, B/s                             */
+    double launch;        /* fixed cost of one compute op (kernel launch), s          */
+    double intra_alpha;   /* latency of one message inside a node, s                  */
+    double intra_beta;    /* bandwidth of one link direction inside a node, B/s       */
+    double inter_alpha;   /* the same between nodes                                   */
+    double inter_beta;
+} plc_profile;
+
+/* Load a profile: a path (contains '/' or ends in .profile), or a name looked up as
+ * $PL_PROFILE_DIR/NAME.profile, then common/profiles/NAME.profile. Returns 0, or -1 with a
+ * one-line reason in err (unknown key, missing key, bad number, missing file). */
+int plc_profile_load(plc_profile *p, const char *name_or_path, char *err, size_t errlen);
+int plc_profile_parse(plc_profile *p, const char *text, char *err, size_t errlen);
+/* Write a profile file in the format plc_profile_load reads; 0 or -1. */
+int plc_profile_write(const plc_profile *p, const char *path);
+
+/* -- the formulas (docs/cost-model.md) ------------------------------------------------- */
+/* GEMM: max(flops / (peak * eff), bytes / mem_bw) + launch. */
+double plc_gemm_time(const plc_profile *p, double flops, double bytes);
+/* Point-to-point message of S bytes: alpha + S / beta (intra- or inter-node link). */
+double plc_p2p_time(const plc_profile *p, int same_node, double bytes);
+/* Library collective over n ranks spanning `nodes` nodes, S as in nccl-tests
+ * (all-reduce: the buffer; all-gather / reduce-scatter / all-to-all: the whole buffer):
+ *   all-reduce                      2(n-1) alpha + 2(n-1)/n S / beta
+ *   all-gather, reduce-scatter, a2a  (n-1) alpha +  (n-1)/n S / beta
+ *   broadcast, reduce                (n-1) alpha +          S / beta
+ *   barrier                          ceil(log2 n) alpha
+ * with the inter-node link when nodes > 1; 0 when n == 1. */
+double plc_coll_time(const plc_profile *p, pl_op_kind kind, int n, int nodes, double bytes);
+
+/* -- replay ---------------------------------------------------------------------------- */
+/* One recorded operation of any rank (what the replay needs from a pl_trace_event). */
+typedef struct {
+    int rank;           /* world rank that recorded it                                */
+    pl_op_kind kind;
+    int stream;         /* 0 compute, 1 comm                                          */
+    int comm_id, comm_size;
+    int peer;           /* p2p: peer's rank in the communicator                       */
+    double bytes, flops;
+    double t_start, t_end; /* measured; only their order is used (see the docs)       */
+} plc_op;
+
+typedef struct {
+    double step_time;      /* predicted: latest end over all ranks, s                  */
+    double compute_time;   /* max over ranks of the predicted compute busy time, s     */
+    double comm_time;      /* max over ranks of the predicted comm busy time, s        */
+    double comm_fraction;  /* exposed communication: 1 - compute_time / step_time      */
+    double flops;          /* total over ranks                                         */
+    double comm_bytes;     /* total over ranks: p2p bytes sent + collective S          */
+    size_t ops;            /* ops replayed                                             */
+} plc_prediction;
+
+/* Replay ops of `world` ranks (any order; the order of each rank's ops is kept). Ranks of
+ * a communicator of size m < world are taken to be consecutive blocks of m world ranks
+ * (Megatron's layout). Returns 0, or -1 with the reason in err (an op nobody matches). */
+int plc_replay(const plc_profile *p, const plc_op *ops, size_t nops, int world,
+               plc_prediction *out, char *err, size_t errlen);
+
+/* Collective over `world`: every rank contributes its pl_trace_events() recorded since
+ * index `first` (pl_trace_count() before the step), every rank gets the same prediction.
+ * Returns what plc_replay returns (on every rank). */
+int plc_replay_trace(const plc_profile *p, size_t first, pl_comm *world, plc_prediction *out,
+                     char *err, size_t errlen);
+
+/* The events of this rank since `first` as plc_ops (n written, at most cap). */
+size_t plc_ops_from_trace(size_t first, int rank, plc_op *out, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

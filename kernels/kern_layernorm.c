@@ -1,0 +1,87 @@
+/* kern_layernorm.c - layer normalisation: CPU reference and dispatcher. */
+#include "kern_layernorm.h"
+
+#include <math.h>
+
+#include "pl_backend.h" // defines: pl_stream_ready
+#include "pl_runtime.h" // defines: pl_info, PL_DEVICE_CUDA
+
+/* ================================================================================== */
+/* CPU reference                                                                       */
+/* ================================================================================== */
+
+void kern_layernorm_forward_ref(float *out, float *mean, float *rstd, const float *inp,
+                                const float *weight, const float *bias, int N, int C,
+                                float eps) {
+    for (int i = 0; i < N; i++) {
+        const float *x = inp + (size_t)i * C;
+        float m = 0.0f;
+        for (int c = 0; c < C; c++) m += x[c];
+        m /= (float)C;
+        /* two passes: the one-pass E[x^2] - m^2 cancels badly for large means */
+        float v = 0.0f;
+        for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
+        v /= (float)C;
+        float r = 1.0f / sqrtf(v + eps);
+        float *o = out + (size_t)i * C;
+        for (int c = 0; c < C; c++) o[c] = (x[c] - m) * r * weight[c] + bias[c];
+        mean[i] = m;
+        rstd[i] = r;
+    }
+}
+
+/* With xhat = (x - m) r and g = dout * weight:
+ *   dx = r (g - mean(g) - xhat mean(g xhat)),  dweight += dout xhat,  dbias += dout. */
+void kern_layernorm_backward_ref(float *dinp, float *dweight, float *dbias, const float *dout,
+                                 const float *inp, const float *weight, const float *mean,
+                                 const float *rstd, int N, int C) {
+    for (int i = 0; i < N; i++) {
+        const float *x = inp + (size_t)i * C, *dy = dout + (size_t)i * C;
+        float m = mean[i], r = rstd[i];
+        float g_mean = 0.0f, gx_mean = 0.0f;
+        for (int c = 0; c < C; c++) {
+            float xhat = (x[c] - m) * r, g = dy[c] * weight[c];
+            g_mean += g;
+            gx_mean += g * xhat;
+        }
+        g_mean /= (float)C;
+        gx_mean /= (float)C;
+        float *dx = dinp + (size_t)i * C;
+        for (int c = 0; c < C; c++) {
+            float xhat = (x[c] - m) * r, g = dy[c] * weight[c];
+            dx[c] = r * (g - g_mean - xhat * gx_mean);
+            dweight[c] += dy[c] * xhat;
+            dbias[c] += dy[c];
+        }
+    }
+}
+
+/* ================================================================================== */
+/* Dispatchers                                                                         */
+/* ================================================================================== */
+
+void kern_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                            const float *weight, const float *bias, int N, int C, float eps,
+                            pl_stream *s) {
+    s = pl_stream_ready(s);
+#ifdef PL_HAVE_CUDA
+    if (pl_info()->device == PL_DEVICE_CUDA) {
+        kern_layernorm_forward_cuda(out, mean, rstd, inp, weight, bias, N, C, eps, s);
+        return;
+    }
+#endif
+    kern_layernorm_forward_ref(out, mean, rstd, inp, weight, bias, N, C, eps);
+}
+
+void kern_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                             const float *inp, const float *weight, const float *mean,
+                             const float *rstd, int N, int C, pl_stream *s) {
+    s = pl_stream_ready(s);
+#ifdef PL_HAVE_CUDA
+    if (pl_info()->device == PL_DEVICE_CUDA) {
+        kern_layernorm_backward_cuda(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, s);
+        return;
+    }
+#endif
+    kern_layernorm_backward_ref(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+}

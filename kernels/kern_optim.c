@@ -1,0 +1,64 @@
+/* kern_optim.c - SGD with momentum and AdamW: CPU reference and dispatcher. */
+#include "kern_optim.h"
+
+#include <math.h>
+
+#include "pl_backend.h" // defines: pl_stream_ready
+#include "pl_runtime.h" // defines: pl_info, PL_DEVICE_CUDA
+
+/* ================================================================================== */
+/* CPU reference                                                                       */
+/* ================================================================================== */
+
+void kern_optim_sgd_ref(float *param, float *mom, const float *grad, size_t n, float lr,
+                        float momentum, float weight_decay) {
+    for (size_t i = 0; i < n; i++) {
+        float g = grad[i] + weight_decay * param[i];
+        mom[i] = momentum * mom[i] + g;
+        param[i] -= lr * mom[i];
+    }
+}
+
+void kern_optim_adamw_ref(float *param, float *m, float *v, const float *grad, size_t n, float lr,
+                          float beta1, float beta2, float eps, float weight_decay, int t) {
+    /* the bias corrections are per step, not per element: computed once, in double */
+    float c1 = (float)(1.0 - pow(beta1, t)), c2 = (float)(1.0 - pow(beta2, t));
+    for (size_t i = 0; i < n; i++) {
+        float g = grad[i];
+        m[i] = beta1 * m[i] + (1.0f - beta1) * g;
+        v[i] = beta2 * v[i] + (1.0f - beta2) * g * g;
+        float p = param[i] - lr * weight_decay * param[i];
+        param[i] = p - lr * (m[i] / c1) / (sqrtf(v[i] / c2) + eps);
+    }
+}
+
+/* ================================================================================== */
+/* Dispatchers                                                                         */
+/* ================================================================================== */
+
+void kern_optim_sgd(float *param, float *mom, const float *grad, size_t n, float lr,
+                    float momentum, float weight_decay, pl_stream *s) {
+    s = pl_stream_ready(s);
+#ifdef PL_HAVE_CUDA
+    if (pl_info()->device == PL_DEVICE_CUDA) {
+        kern_optim_sgd_cuda(param, mom, grad, n, lr, momentum, weight_decay, s);
+        return;
+    }
+#endif
+    (void)s;
+    kern_optim_sgd_ref(param, mom, grad, n, lr, momentum, weight_decay);
+}
+
+void kern_optim_adamw(float *param, float *m, float *v, const float *grad, size_t n, float lr,
+                      float beta1, float beta2, float eps, float weight_decay, int t,
+                      pl_stream *s) {
+    s = pl_stream_ready(s);
+#ifdef PL_HAVE_CUDA
+    if (pl_info()->device == PL_DEVICE_CUDA) {
+        kern_optim_adamw_cuda(param, m, v, grad, n, lr, beta1, beta2, eps, weight_decay, t, s);
+        return;
+    }
+#endif
+    (void)s;
+    kern_optim_adamw_ref(param, m, v, grad, n, lr, beta1, beta2, eps, weight_decay, t);
+}

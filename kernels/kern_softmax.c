@@ -1,0 +1,61 @@
+/* kern_softmax.c - causal softmax: CPU reference and dispatcher. */
+#include "kern_softmax.h"
+
+#include <math.h>
+
+#include "pl_backend.h" // defines: pl_stream_ready
+#include "pl_runtime.h" // defines: pl_info, PL_DEVICE_CUDA
+
+void kern_softmax_forward_ref(float *probs, const float *scores, int R, int T, float scale) {
+    for (long row = 0; row < (long)R * T; row++) {
+        int t = (int)(row % T);
+        const float *x = scores + row * T;
+        float *p = probs + row * T;
+        float mx = -INFINITY;
+        for (int j = 0; j <= t; j++) mx = fmaxf(mx, scale * x[j]);
+        float sum = 0.0f;
+        for (int j = 0; j <= t; j++) {
+            p[j] = expf(scale * x[j] - mx);
+            sum += p[j];
+        }
+        for (int j = 0; j <= t; j++) p[j] /= sum;
+        for (int j = t + 1; j < T; j++) p[j] = 0.0f;
+    }
+}
+
+void kern_softmax_backward_ref(float *dscores, const float *dprobs, const float *probs, int R,
+                               int T, float scale) {
+    for (long row = 0; row < (long)R * T; row++) {
+        int t = (int)(row % T);
+        const float *p = probs + row * T, *dp = dprobs + row * T;
+        float *ds = dscores + row * T;
+        float dot = 0.0f;
+        for (int j = 0; j <= t; j++) dot += p[j] * dp[j];
+        for (int j = 0; j <= t; j++) ds[j] = scale * p[j] * (dp[j] - dot);
+        for (int j = t + 1; j < T; j++) ds[j] = 0.0f;
+    }
+}
+
+void kern_softmax_forward(float *probs, const float *scores, int R, int T, float scale,
+                          pl_stream *s) {
+    s = pl_stream_ready(s);
+#ifdef PL_HAVE_CUDA
+    if (pl_info()->device == PL_DEVICE_CUDA) {
+        kern_softmax_forward_cuda(probs, scores, R, T, scale, s);
+        return;
+    }
+#endif
+    kern_softmax_forward_ref(probs, scores, R, T, scale);
+}
+
+void kern_softmax_backward(float *dscores, const float *dprobs, const float *probs, int R, int T,
+                           float scale, pl_stream *s) {
+    s = pl_stream_ready(s);
+#ifdef PL_HAVE_CUDA
+    if (pl_info()->device == PL_DEVICE_CUDA) {
+        kern_softmax_backward_cuda(dscores, dprobs, probs, R, T, scale, s);
+        return;
+    }
+#endif
+    kern_softmax_backward_ref(dscores, dprobs, probs, R, T, scale);
+}

@@ -1,0 +1,70 @@
+/* kern_xent.c - softmax cross-entropy: CPU reference and dispatcher. */
+#include "kern_xent.h"
+
+#include <math.h>
+#include <stddef.h>
+
+#include "pl_backend.h" // defines: pl_stream_ready
+#include "pl_runtime.h" // defines: pl_info, PL_DEVICE_CUDA
+
+/* ================================================================================== */
+/* CPU reference                                                                       */
+/* ================================================================================== */
+
+void kern_xent_forward_ref(float *losses, float *probs, const float *logits, const int *targets,
+                           int N, int V) {
+    for (int r = 0; r < N; r++) {
+        const float *z = logits + (size_t)r * V;
+        float *p = probs + (size_t)r * V;
+        /* subtracting the max keeps expf from overflowing; the result is unchanged */
+        float m = -INFINITY;
+        for (int c = 0; c < V; c++) m = z[c] > m ? z[c] : m;
+        float sum = 0.0f;
+        for (int c = 0; c < V; c++) {
+            p[c] = expf(z[c] - m);
+            sum += p[c];
+        }
+        for (int c = 0; c < V; c++) p[c] /= sum;
+        /* log-sum-exp form: exact even when probs[target] underflows to 0 */
+        losses[r] = logf(sum) + m - z[targets[r]];
+    }
+}
+
+void kern_xent_backward_ref(float *dlogits, const float *probs, const int *targets, int N, int V) {
+    float inv = 1.0f / (float)N;
+    for (int r = 0; r < N; r++) {
+        const float *p = probs + (size_t)r * V;
+        float *d = dlogits + (size_t)r * V;
+        for (int c = 0; c < V; c++) d[c] = (p[c] - (c == targets[r] ? 1.0f : 0.0f)) * inv;
+    }
+}
+
+/* ================================================================================== */
+/* Dispatchers                                                                         */
+/* ================================================================================== */
+
+void kern_xent_forward(float *losses, float *probs, const float *logits, const int *targets,
+                       int N, int V, pl_stream *s) {
+    s = pl_stream_ready(s);
+#ifdef PL_HAVE_CUDA
+    if (pl_info()->device == PL_DEVICE_CUDA) {
+        kern_xent_forward_cuda(losses, probs, logits, targets, N, V, s);
+        return;
+    }
+#endif
+    (void)s;
+    kern_xent_forward_ref(losses, probs, logits, targets, N, V);
+}
+
+void kern_xent_backward(float *dlogits, const float *probs, const int *targets, int N, int V,
+                        pl_stream *s) {
+    s = pl_stream_ready(s);
+#ifdef PL_HAVE_CUDA
+    if (pl_info()->device == PL_DEVICE_CUDA) {
+        kern_xent_backward_cuda(dlogits, probs, targets, N, V, s);
+        return;
+    }
+#endif
+    (void)s;
+    kern_xent_backward_ref(dlogits, probs, targets, N, V);
+}
