@@ -27,6 +27,7 @@ static const profile_key KEYS[] = {
     PK("nodes", 1, nodes, 1),
     PK("peak_tflops", 1e12, peak_flops, 0),
     PK("gemm_efficiency", 1, gemm_eff, 0),
+    PK("vector_tflops", 1e12, vector_flops, 0),
     PK("mem_bw_GBps", 1e9, mem_bw, 0),
     PK("launch_us", 1e-6, launch, 0),
     PK("intra_latency_us", 1e-6, intra_alpha, 0),
@@ -96,8 +97,8 @@ int plc_profile_parse(plc_profile *p, const char *text, char *err, size_t errlen
             set_err(err, errlen, "missing key '%s'%.0d", KEYS[k].key, 0);
             return -1;
         }
-    if (p->peak_flops <= 0 || p->gemm_eff <= 0 || p->mem_bw <= 0 || p->intra_beta <= 0 || p->inter_beta <= 0) {
-        set_err(err, errlen, "%s: peak_tflops, gemm_efficiency and the bandwidths must be > 0%.0d", "profile", 0);
+    if (p->peak_flops <= 0 || p->gemm_eff <= 0 || p->vector_flops <= 0 || p->mem_bw <= 0 || p->intra_beta <= 0 || p->inter_beta <= 0) {
+        set_err(err, errlen, "%s: peak_tflops, gemm_efficiency, vector_tflops and the bandwidths must be > 0%.0d", "profile", 0);
         return -1;
     }
     return 0;
@@ -156,6 +157,11 @@ int plc_profile_write(const plc_profile *p, const char *path) {
 
 double plc_gemm_time(const plc_profile *p, double flops, double bytes) {
     double t_compute = flops / (p->peak_flops * p->gemm_eff), t_memory = bytes / p->mem_bw;
+    return (t_compute > t_memory ? t_compute : t_memory) + p->launch;
+}
+
+double plc_kernel_time(const plc_profile *p, double flops, double bytes) {
+    double t_compute = flops / p->vector_flops, t_memory = bytes / p->mem_bw;
     return (t_compute > t_memory ? t_compute : t_memory) + p->launch;
 }
 
@@ -220,6 +226,7 @@ static int nodes_spanned(const plc_profile *p, int rank, int m) {
 static double op_cost(const replay *r, const plc_op *o) {
     const plc_profile *p = r->p;
     if (o->kind == PL_OP_GEMM) return plc_gemm_time(p, o->flops, o->bytes);
+    if (o->kind == PL_OP_KERNEL) return plc_kernel_time(p, o->flops, o->bytes);
     if (is_p2p(o->kind)) {
         int other = member(o->rank, o->comm_size, o->peer);
         return plc_p2p_time(p, node_of(p, o->rank) == node_of(p, other), o->bytes);
@@ -338,6 +345,27 @@ static double ready_time(const replay *r, size_t k, const double *stream_free) {
         if (r->b[bk->dep].t_end > t) t = r->b[bk->dep].t_end;
     }
     return t;
+}
+
+/* After scheduling: the share of communication time (summed over ranks) that ran while
+ * the same rank's compute stream was busy. Batches are grouped by rank. */
+static double comm_overlap(const replay *r) {
+    double comm = 0, hidden = 0;
+    for (size_t k = 0; k < r->nb; k++) {
+        const batch *c = &r->b[k];
+        if (!is_comm(r->ops[c->first].kind) || c->t_end <= c->t_ready) continue;
+        comm += c->t_end - c->t_ready;
+        size_t j = k;
+        while (j > 0 && r->b[j - 1].rank == c->rank) j--;
+        for (; j < r->nb && r->b[j].rank == c->rank; j++) {
+            const batch *g = &r->b[j];
+            if (g->stream == c->stream || is_comm(r->ops[g->first].kind)) continue;
+            double lo = g->t_ready > c->t_ready ? g->t_ready : c->t_ready;
+            double hi = g->t_end < c->t_end ? g->t_end : c->t_end;
+            if (hi > lo) hidden += hi - lo;
+        }
+    }
+    return comm > 0 ? hidden / comm : 0;
 }
 
 int plc_replay(const plc_profile *p, const plc_op *ops_in, size_t nops, int world,
@@ -469,6 +497,7 @@ int plc_replay(const plc_profile *p, const plc_op *ops_in, size_t nops, int worl
     }
     out->comm_fraction = out->step_time > 0 ? 1.0 - out->compute_time / out->step_time : 0;
     if (out->comm_fraction < 0) out->comm_fraction = 0;
+    out->comm_overlap = comm_overlap(&r);
     out->ops = r.nops;
 out:
     free(stream_free);

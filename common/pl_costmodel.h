@@ -25,6 +25,7 @@ typedef struct {
     int nodes;            /* how many nodes the machine has (largest world it models) */
     double peak_flops;    /* FLOP/s of one device at the precision the labs use      */
     double gemm_eff;      /* fraction of peak_flops a large GEMM reaches              */
+    double vector_flops;  /* FLOP/s of elementwise kernels (no tensor cores / BLAS)   */
     double mem_bw;        /* device memory bandwidth, B/s                             */
     double launch;        /* fixed cost of one compute op (kernel launch), s          */
     double intra_alpha;   /* latency of one message inside a node, s                  */
@@ -44,6 +45,8 @@ int plc_profile_write(const plc_profile *p, const char *path);
 /* -- the formulas (docs/cost-model.md) ------------------------------------------------- */
 /* GEMM: max(flops / (peak * eff), bytes / mem_bw) + launch. */
 double plc_gemm_time(const plc_profile *p, double flops, double bytes);
+/* Kernel (elementwise, reduction, copy): max(flops / vector, bytes / mem_bw) + launch. */
+double plc_kernel_time(const plc_profile *p, double flops, double bytes);
 /* Point-to-point message of S bytes: alpha + S / beta (intra- or inter-node link). */
 double plc_p2p_time(const plc_profile *p, int same_node, double bytes);
 /* Library collective over n ranks spanning `nodes` nodes, S as in nccl-tests
@@ -72,6 +75,8 @@ typedef struct {
     double compute_time;   /* max over ranks of the predicted compute busy time, s     */
     double comm_time;      /* max over ranks of the predicted comm busy time, s        */
     double comm_fraction;  /* exposed communication: 1 - compute_time / step_time      */
+    double comm_overlap;   /* hidden communication: the share of comm busy time (all
+                              ranks) during which the same rank's compute ran            */
     double flops;          /* total over ranks                                         */
     double comm_bytes;     /* total over ranks: p2p bytes sent + collective S          */
     size_t ops;            /* ops replayed                                             */

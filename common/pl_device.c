@@ -147,31 +147,46 @@ void pl_download(void *dst, const void *src, size_t bytes) {
 void pl_copy(void *dst, const void *src, size_t bytes, pl_stream *s) {
     if (!bytes || dst == src) return;
     PL_CHECK(dst && src, "pl_copy with a NULL pointer");
-    pl_dev->copy(dst, src, bytes, pl_stream_ready(s));
+    s = pl_stream_ready(s);
+    double t0 = pl_trace_clock();
+    pl_dev->copy(dst, src, bytes, s);
+    pl_trace_kernel("copy", s->id, 2.0 * (double)bytes, 0, t0);
 }
 
 void pl_memset(void *p, int byte, size_t bytes, pl_stream *s) {
     if (!bytes) return;
     PL_CHECK(p != NULL, "pl_memset with a NULL pointer");
-    pl_dev->memset(p, byte, bytes, pl_stream_ready(s));
+    s = pl_stream_ready(s);
+    double t0 = pl_trace_clock();
+    pl_dev->memset(p, byte, bytes, s);
+    pl_trace_kernel("memset", s->id, (double)bytes, 0, t0);
 }
 
 void pl_fill(float *p, float v, size_t n, pl_stream *s) {
     if (!n) return;
     PL_CHECK(p != NULL, "pl_fill with a NULL pointer");
-    pl_dev->fill(p, v, n, pl_stream_ready(s));
+    s = pl_stream_ready(s);
+    double t0 = pl_trace_clock();
+    pl_dev->fill(p, v, n, s);
+    pl_trace_kernel("fill", s->id, 4.0 * (double)n, 0, t0);
 }
 
 void pl_reduce_local(float *dst, const float *src, size_t n, pl_op op, pl_stream *s) {
     if (!n) return;
     PL_CHECK(dst && src, "pl_reduce_local with a NULL pointer");
-    pl_dev->reduce_local(dst, src, n, op, pl_stream_ready(s));
+    s = pl_stream_ready(s);
+    double t0 = pl_trace_clock();
+    pl_dev->reduce_local(dst, src, n, op, s);
+    pl_trace_kernel("reduce_local", s->id, 12.0 * (double)n, (double)n, t0);
 }
 
 void pl_scale(float *p, float alpha, size_t n, pl_stream *s) {
     if (!n) return;
     PL_CHECK(p != NULL, "pl_scale with a NULL pointer");
-    pl_dev->scale(p, alpha, n, pl_stream_ready(s));
+    s = pl_stream_ready(s);
+    double t0 = pl_trace_clock();
+    pl_dev->scale(p, alpha, n, s);
+    pl_trace_kernel("scale", s->id, 8.0 * (double)n, (double)n, t0);
 }
 
 void pl_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *A, int lda,

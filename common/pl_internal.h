@@ -12,8 +12,6 @@ void pl_device_teardown_streams(void);
 void pl_comm_setup_world(void);
 void pl_comm_teardown(void);
 void pl_trace_start_clock(void);
-/* Seconds since the common start point (pl_init). */
-double pl_trace_clock(void);
 /* Index of the event just recorded, and a way to close it when an async op completes. */
 size_t pl_trace_record_open(const pl_trace_event *e);
 void pl_trace_close(size_t index, double t_end);

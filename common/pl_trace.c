@@ -35,7 +35,7 @@ static pl_metrics g_m;
 
 static const char *const kind_names[PL_OP_COUNT] = {
     "send", "recv", "allreduce", "allgather", "reduce_scatter", "broadcast",
-    "reduce", "alltoall", "barrier", "gemm", "region"};
+    "reduce", "alltoall", "barrier", "gemm", "kernel", "region"};
 
 const char *pl_op_kind_name(pl_op_kind k) {
     return (unsigned)k < PL_OP_COUNT ? kind_names[k] : "?";
@@ -46,6 +46,7 @@ static void count(const pl_trace_event *e) {
     case PL_OP_SEND: g_m.bytes_sent += e->bytes; g_m.msgs_sent++; break;
     case PL_OP_RECV: g_m.bytes_recv += e->bytes; g_m.msgs_recv++; break;
     case PL_OP_GEMM: g_m.gemm_calls++; g_m.gemm_flops += e->flops; break;
+    case PL_OP_KERNEL: g_m.kernel_calls++; g_m.kernel_bytes += (double)e->bytes; break;
     default:
         if (pl_op_is_collective(e->kind)) {
             g_m.coll_calls[e->kind]++;
@@ -68,6 +69,13 @@ size_t pl_trace_record_open(const pl_trace_event *e) {
 }
 
 void pl_trace_record(const pl_trace_event *e) { pl_trace_record_open(e); }
+
+void pl_trace_kernel(const char *name, int stream, double bytes, double flops, double t_start) {
+    pl_trace_event e = {.kind = PL_OP_KERNEL, .stream = stream, .peer = -1, .name = name,
+                        .bytes = (uint64_t)bytes, .flops = flops, .t_start = t_start,
+                        .t_end = pl_trace_clock()};
+    pl_trace_record_open(&e);
+}
 
 void pl_trace_close(size_t i, double t_end) {
     if (i < g_n && g_ev[i].t_end < 0) g_ev[i].t_end = t_end;
@@ -128,7 +136,7 @@ void pl_trace_write_chrome(const char *path) {
         mine[i] = (wire_event){e->kind, e->stream, e->peer, e->comm_size, (double)e->bytes,
                                e->flops, e->t_start, e->t_end >= 0 ? e->t_end : e->t_start, {0}};
         snprintf(mine[i].name, sizeof mine[i].name, "%s",
-                 e->kind == PL_OP_REGION && e->name ? e->name : pl_op_kind_name(e->kind));
+                 (e->kind == PL_OP_REGION || e->kind == PL_OP_KERNEL) && e->name ? e->name : pl_op_kind_name(e->kind));
     }
     int *counts = NULL, *displs = NULL;
     wire_event *all = NULL;

@@ -22,6 +22,7 @@ typedef enum {
     PL_OP_ALLTOALL,
     PL_OP_BARRIER,
     PL_OP_GEMM,
+    PL_OP_KERNEL,      /* elementwise / memory-bound device work: kernels/, copies, fills */
     PL_OP_REGION,
     PL_OP_COUNT
 } pl_op_kind;
@@ -40,9 +41,9 @@ typedef struct {
     int comm_id;       /* 0 for world, then one per split                      */
     int comm_size;
     uint64_t bytes;    /* p2p: message bytes; collectives: the nccl-tests S    */
-    double flops;      /* GEMM only                                            */
+    double flops;      /* GEMM and kernels: arithmetic operations              */
     double t_start, t_end;
-    const char *name;  /* regions: the region's name (a string literal)        */
+    const char *name;  /* regions and kernels: a name (a string literal)       */
 } pl_trace_event;
 
 /* Counters, cumulative on this rank since pl_init or the last pl_metrics_reset(). */
@@ -54,6 +55,8 @@ typedef struct {
     uint64_t coll_total;                     /* all library collective calls     */
     uint64_t gemm_calls;
     double gemm_flops;
+    uint64_t kernel_calls;                   /* elementwise kernels, copies, fills */
+    double kernel_bytes;                     /* bytes they read + wrote            */
     size_t mem_peak;                         /* device bytes, peak               */
 } pl_metrics;
 
@@ -62,6 +65,12 @@ void pl_metrics_reset(void);
 
 /* Recording: the harness calls these; labs rarely need to. */
 void pl_trace_record(const pl_trace_event *e);
+/* A memory-bound device operation that ran on `stream` (0 compute, 1 comm) from t_start
+ * (pl_trace_clock()) until now: bytes read + written and arithmetic operations, the two
+ * numbers the cost model's roofline prices (docs/cost-model.md). kernels/ and the
+ * harness's copies, fills and local reductions call it. */
+void pl_trace_kernel(const char *name, int stream, double bytes, double flops, double t_start);
+double pl_trace_clock(void); /* seconds since pl_init, the clock of every event */
 size_t pl_trace_count(void);
 const pl_trace_event *pl_trace_events(void);
 void pl_trace_clear(void);

@@ -3,8 +3,7 @@
 
 #include <stddef.h>
 
-#include "pl_backend.h" // defines: pl_stream_ready
-#include "pl_runtime.h" // defines: pl_info, PL_DEVICE_CUDA
+#include "kern_dispatch.h" // defines: KERN_DISPATCH (run on the backend, record for the trace)
 
 /* ================================================================================== */
 /* CPU reference                                                                       */
@@ -29,26 +28,25 @@ void kern_bias_backward_ref(float *dbias, const float *dy, int rows, int cols) {
 /* Dispatchers                                                                         */
 /* ================================================================================== */
 
+void kern_bias_cost(int rows, int cols, int backward, double *bytes, double *flops) {
+    double rc = (double)rows * cols;
+    /* forward: y read and written, bias read; backward: dy read, dbias read and written */
+    *bytes = backward ? 4.0 * rc + 8.0 * cols : 8.0 * rc + 4.0 * cols;
+    *flops = rc;
+}
+
 void kern_bias_forward(float *y, const float *bias, int rows, int cols, pl_stream *s) {
-    s = pl_stream_ready(s);
-#ifdef PL_HAVE_CUDA
-    if (pl_info()->device == PL_DEVICE_CUDA) {
-        kern_bias_forward_cuda(y, bias, rows, cols, s);
-        return;
-    }
-#endif
-    (void)s;
-    kern_bias_forward_ref(y, bias, rows, cols);
+    double bytes, flops;
+    kern_bias_cost(rows, cols, 0, &bytes, &flops);
+    KERN_DISPATCH("bias_fwd", bytes, flops,
+                  kern_bias_forward_cuda(y, bias, rows, cols, s),
+                  kern_bias_forward_ref(y, bias, rows, cols));
 }
 
 void kern_bias_backward(float *dbias, const float *dy, int rows, int cols, pl_stream *s) {
-    s = pl_stream_ready(s);
-#ifdef PL_HAVE_CUDA
-    if (pl_info()->device == PL_DEVICE_CUDA) {
-        kern_bias_backward_cuda(dbias, dy, rows, cols, s);
-        return;
-    }
-#endif
-    (void)s;
-    kern_bias_backward_ref(dbias, dy, rows, cols);
+    double bytes, flops;
+    kern_bias_cost(rows, cols, 1, &bytes, &flops);
+    KERN_DISPATCH("bias_bwd", bytes, flops,
+                  kern_bias_backward_cuda(dbias, dy, rows, cols, s),
+                  kern_bias_backward_ref(dbias, dy, rows, cols));
 }

@@ -21,6 +21,10 @@ void kern_bias_backward(float *dbias,    /* [cols]       */
                         const float *dy, /* [rows, cols] */
                         int rows, int cols, pl_stream *s);
 
+/* Bytes read + written and flops of one call, forward (backward = 0) or backward (1), as
+ * the trace and the cost model count them (docs/cost-model.md, "Kernels"). */
+void kern_bias_cost(int rows, int cols, int backward, double *bytes, double *flops);
+
 void kern_bias_forward_ref(float *y, const float *bias, int rows, int cols);
 void kern_bias_backward_ref(float *dbias, const float *dy, int rows, int cols);
 #ifdef PL_HAVE_CUDA

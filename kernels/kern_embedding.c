@@ -1,8 +1,7 @@
 /* kern_embedding.c - token + position embedding: CPU reference and dispatcher. */
 #include "kern_embedding.h"
 
-#include "pl_backend.h" // defines: pl_stream_ready
-#include "pl_runtime.h" // defines: pl_info, PL_DEVICE_CUDA
+#include "kern_dispatch.h" // defines: KERN_DISPATCH (run on the backend, record for the trace)
 
 void kern_embedding_forward_ref(float *out, const int *tokens, const float *wte,
                                 const float *wpe, int T, int B, int C, int t0) {
@@ -31,24 +30,14 @@ void kern_embedding_backward_ref(float *dwte, float *dwpe, const float *dout, co
 
 void kern_embedding_forward(float *out, const int *tokens, const float *wte, const float *wpe,
                             int T, int B, int C, int t0, pl_stream *s) {
-    s = pl_stream_ready(s);
-#ifdef PL_HAVE_CUDA
-    if (pl_info()->device == PL_DEVICE_CUDA) {
-        kern_embedding_forward_cuda(out, tokens, wte, wpe, T, B, C, t0, s);
-        return;
-    }
-#endif
-    kern_embedding_forward_ref(out, tokens, wte, wpe, T, B, C, t0);
+    KERN_DISPATCH("embedding_fwd", (12.0 * C + 4) * T * B, (double)T * B * C,
+                  kern_embedding_forward_cuda(out, tokens, wte, wpe, T, B, C, t0, s),
+                  kern_embedding_forward_ref(out, tokens, wte, wpe, T, B, C, t0));
 }
 
 void kern_embedding_backward(float *dwte, float *dwpe, const float *dout, const int *tokens,
                              int T, int B, int C, int t0, pl_stream *s) {
-    s = pl_stream_ready(s);
-#ifdef PL_HAVE_CUDA
-    if (pl_info()->device == PL_DEVICE_CUDA) {
-        kern_embedding_backward_cuda(dwte, dwpe, dout, tokens, T, B, C, t0, s);
-        return;
-    }
-#endif
-    kern_embedding_backward_ref(dwte, dwpe, dout, tokens, T, B, C, t0);
+    KERN_DISPATCH("embedding_bwd", (20.0 * C + 4) * T * B, 2.0 * T * B * C,
+                  kern_embedding_backward_cuda(dwte, dwpe, dout, tokens, T, B, C, t0, s),
+                  kern_embedding_backward_ref(dwte, dwpe, dout, tokens, T, B, C, t0));
 }

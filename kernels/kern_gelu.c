@@ -3,8 +3,7 @@
 
 #include <math.h>
 
-#include "pl_backend.h" // defines: pl_stream_ready
-#include "pl_runtime.h" // defines: pl_info, PL_DEVICE_CUDA
+#include "kern_dispatch.h" // defines: KERN_DISPATCH (run on the backend, record for the trace)
 
 /* ================================================================================== */
 /* CPU reference                                                                       */
@@ -34,26 +33,24 @@ void kern_gelu_backward_ref(float *dx, const float *dy, const float *x, size_t n
 /* Dispatchers                                                                         */
 /* ================================================================================== */
 
+void kern_gelu_cost(size_t n, int backward, double *bytes, double *flops) {
+    /* forward: x^3, the affine, tanh, 1 + t, two products; backward adds the derivative */
+    *bytes = (backward ? 12.0 : 8.0) * (double)n;
+    *flops = ((backward ? 18 : 8) + KERN_TRANSCENDENTAL) * (double)n;
+}
+
 void kern_gelu_forward(float *out, const float *in, size_t n, pl_stream *s) {
-    s = pl_stream_ready(s);
-#ifdef PL_HAVE_CUDA
-    if (pl_info()->device == PL_DEVICE_CUDA) {
-        kern_gelu_forward_cuda(out, in, n, s);
-        return;
-    }
-#endif
-    (void)s;
-    kern_gelu_forward_ref(out, in, n);
+    double bytes, flops;
+    kern_gelu_cost(n, 0, &bytes, &flops);
+    KERN_DISPATCH("gelu_fwd", bytes, flops,
+                  kern_gelu_forward_cuda(out, in, n, s),
+                  kern_gelu_forward_ref(out, in, n));
 }
 
 void kern_gelu_backward(float *dx, const float *dy, const float *x, size_t n, pl_stream *s) {
-    s = pl_stream_ready(s);
-#ifdef PL_HAVE_CUDA
-    if (pl_info()->device == PL_DEVICE_CUDA) {
-        kern_gelu_backward_cuda(dx, dy, x, n, s);
-        return;
-    }
-#endif
-    (void)s;
-    kern_gelu_backward_ref(dx, dy, x, n);
+    double bytes, flops;
+    kern_gelu_cost(n, 1, &bytes, &flops);
+    KERN_DISPATCH("gelu_bwd", bytes, flops,
+                  kern_gelu_backward_cuda(dx, dy, x, n, s),
+                  kern_gelu_backward_ref(dx, dy, x, n));
 }

@@ -27,6 +27,10 @@ void kern_gelu_backward(float *dx,       /* [n] */
                         const float *x,  /* [n] the forward input      */
                         size_t n, pl_stream *s);
 
+/* What one call counts in the trace and the cost model (docs/cost-model.md, "Kernels"):
+ * bytes read + written and flops, forward (backward = 0) or backward (1). */
+void kern_gelu_cost(size_t n, int backward, double *bytes, double *flops);
+
 void kern_gelu_forward_ref(float *out, const float *in, size_t n);
 void kern_gelu_backward_ref(float *dx, const float *dy, const float *x, size_t n);
 #ifdef PL_HAVE_CUDA

@@ -3,8 +3,7 @@
 
 #include <math.h>
 
-#include "pl_backend.h" // defines: pl_stream_ready
-#include "pl_runtime.h" // defines: pl_info, PL_DEVICE_CUDA
+#include "kern_dispatch.h" // defines: KERN_DISPATCH (run on the backend, record for the trace)
 
 /* ================================================================================== */
 /* CPU reference                                                                       */
@@ -63,25 +62,15 @@ void kern_layernorm_backward_ref(float *dinp, float *dweight, float *dbias, cons
 void kern_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                             const float *weight, const float *bias, int N, int C, float eps,
                             pl_stream *s) {
-    s = pl_stream_ready(s);
-#ifdef PL_HAVE_CUDA
-    if (pl_info()->device == PL_DEVICE_CUDA) {
-        kern_layernorm_forward_cuda(out, mean, rstd, inp, weight, bias, N, C, eps, s);
-        return;
-    }
-#endif
-    kern_layernorm_forward_ref(out, mean, rstd, inp, weight, bias, N, C, eps);
+    KERN_DISPATCH("layernorm_fwd", 8.0 * N * C + 8.0 * C + 8.0 * N, 8.0 * N * C + KERN_TRANSCENDENTAL * N,
+                  kern_layernorm_forward_cuda(out, mean, rstd, inp, weight, bias, N, C, eps, s),
+                  kern_layernorm_forward_ref(out, mean, rstd, inp, weight, bias, N, C, eps));
 }
 
 void kern_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                              const float *inp, const float *weight, const float *mean,
                              const float *rstd, int N, int C, pl_stream *s) {
-    s = pl_stream_ready(s);
-#ifdef PL_HAVE_CUDA
-    if (pl_info()->device == PL_DEVICE_CUDA) {
-        kern_layernorm_backward_cuda(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, s);
-        return;
-    }
-#endif
-    kern_layernorm_backward_ref(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+    KERN_DISPATCH("layernorm_bwd", 12.0 * N * C + 20.0 * C + 8.0 * N, 14.0 * N * C,
+                  kern_layernorm_backward_cuda(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, s),
+                  kern_layernorm_backward_ref(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C));
 }

@@ -3,8 +3,7 @@
 
 #include <math.h>
 
-#include "pl_backend.h" // defines: pl_stream_ready
-#include "pl_runtime.h" // defines: pl_info, PL_DEVICE_CUDA
+#include "kern_dispatch.h" // defines: KERN_DISPATCH (run on the backend, record for the trace)
 
 /* ================================================================================== */
 /* CPU reference                                                                       */
@@ -38,27 +37,15 @@ void kern_optim_adamw_ref(float *param, float *m, float *v, const float *grad, s
 
 void kern_optim_sgd(float *param, float *mom, const float *grad, size_t n, float lr,
                     float momentum, float weight_decay, pl_stream *s) {
-    s = pl_stream_ready(s);
-#ifdef PL_HAVE_CUDA
-    if (pl_info()->device == PL_DEVICE_CUDA) {
-        kern_optim_sgd_cuda(param, mom, grad, n, lr, momentum, weight_decay, s);
-        return;
-    }
-#endif
-    (void)s;
-    kern_optim_sgd_ref(param, mom, grad, n, lr, momentum, weight_decay);
+    KERN_DISPATCH("sgd", 20.0 * n, 5.0 * n,
+                  kern_optim_sgd_cuda(param, mom, grad, n, lr, momentum, weight_decay, s),
+                  kern_optim_sgd_ref(param, mom, grad, n, lr, momentum, weight_decay));
 }
 
 void kern_optim_adamw(float *param, float *m, float *v, const float *grad, size_t n, float lr,
                       float beta1, float beta2, float eps, float weight_decay, int t,
                       pl_stream *s) {
-    s = pl_stream_ready(s);
-#ifdef PL_HAVE_CUDA
-    if (pl_info()->device == PL_DEVICE_CUDA) {
-        kern_optim_adamw_cuda(param, m, v, grad, n, lr, beta1, beta2, eps, weight_decay, t, s);
-        return;
-    }
-#endif
-    (void)s;
-    kern_optim_adamw_ref(param, m, v, grad, n, lr, beta1, beta2, eps, weight_decay, t);
+    KERN_DISPATCH("adamw", 28.0 * n, (14 + KERN_TRANSCENDENTAL) * n,
+                  kern_optim_adamw_cuda(param, m, v, grad, n, lr, beta1, beta2, eps, weight_decay, t, s),
+                  kern_optim_adamw_ref(param, m, v, grad, n, lr, beta1, beta2, eps, weight_decay, t));
 }

@@ -3,8 +3,7 @@
 
 #include <math.h>
 
-#include "pl_backend.h" // defines: pl_stream_ready
-#include "pl_runtime.h" // defines: pl_info, PL_DEVICE_CUDA
+#include "kern_dispatch.h" // defines: KERN_DISPATCH (run on the backend, record for the trace)
 
 void kern_softmax_forward_ref(float *probs, const float *scores, int R, int T, float scale) {
     for (long row = 0; row < (long)R * T; row++) {
@@ -38,24 +37,14 @@ void kern_softmax_backward_ref(float *dscores, const float *dprobs, const float 
 
 void kern_softmax_forward(float *probs, const float *scores, int R, int T, float scale,
                           pl_stream *s) {
-    s = pl_stream_ready(s);
-#ifdef PL_HAVE_CUDA
-    if (pl_info()->device == PL_DEVICE_CUDA) {
-        kern_softmax_forward_cuda(probs, scores, R, T, scale, s);
-        return;
-    }
-#endif
-    kern_softmax_forward_ref(probs, scores, R, T, scale);
+    KERN_DISPATCH("softmax_fwd", 8.0 * R * T * T, (4 + KERN_TRANSCENDENTAL) * R * T * (T + 1) / 2.0,
+                  kern_softmax_forward_cuda(probs, scores, R, T, scale, s),
+                  kern_softmax_forward_ref(probs, scores, R, T, scale));
 }
 
 void kern_softmax_backward(float *dscores, const float *dprobs, const float *probs, int R, int T,
                            float scale, pl_stream *s) {
-    s = pl_stream_ready(s);
-#ifdef PL_HAVE_CUDA
-    if (pl_info()->device == PL_DEVICE_CUDA) {
-        kern_softmax_backward_cuda(dscores, dprobs, probs, R, T, scale, s);
-        return;
-    }
-#endif
-    kern_softmax_backward_ref(dscores, dprobs, probs, R, T, scale);
+    KERN_DISPATCH("softmax_bwd", 12.0 * R * T * T, 5.0 * R * T * (T + 1) / 2.0,
+                  kern_softmax_backward_cuda(dscores, dprobs, probs, R, T, scale, s),
+                  kern_softmax_backward_ref(dscores, dprobs, probs, R, T, scale));
 }

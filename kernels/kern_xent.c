@@ -4,8 +4,7 @@
 #include <math.h>
 #include <stddef.h>
 
-#include "pl_backend.h" // defines: pl_stream_ready
-#include "pl_runtime.h" // defines: pl_info, PL_DEVICE_CUDA
+#include "kern_dispatch.h" // defines: KERN_DISPATCH (run on the backend, record for the trace)
 
 /* ================================================================================== */
 /* CPU reference                                                                       */
@@ -45,26 +44,14 @@ void kern_xent_backward_ref(float *dlogits, const float *probs, const int *targe
 
 void kern_xent_forward(float *losses, float *probs, const float *logits, const int *targets,
                        int N, int V, pl_stream *s) {
-    s = pl_stream_ready(s);
-#ifdef PL_HAVE_CUDA
-    if (pl_info()->device == PL_DEVICE_CUDA) {
-        kern_xent_forward_cuda(losses, probs, logits, targets, N, V, s);
-        return;
-    }
-#endif
-    (void)s;
-    kern_xent_forward_ref(losses, probs, logits, targets, N, V);
+    KERN_DISPATCH("xent_fwd", 8.0 * N * V + 8.0 * N, (4 + KERN_TRANSCENDENTAL) * N * V + KERN_TRANSCENDENTAL * N,
+                  kern_xent_forward_cuda(losses, probs, logits, targets, N, V, s),
+                  kern_xent_forward_ref(losses, probs, logits, targets, N, V));
 }
 
 void kern_xent_backward(float *dlogits, const float *probs, const int *targets, int N, int V,
                         pl_stream *s) {
-    s = pl_stream_ready(s);
-#ifdef PL_HAVE_CUDA
-    if (pl_info()->device == PL_DEVICE_CUDA) {
-        kern_xent_backward_cuda(dlogits, probs, targets, N, V, s);
-        return;
-    }
-#endif
-    (void)s;
-    kern_xent_backward_ref(dlogits, probs, targets, N, V);
+    KERN_DISPATCH("xent_bwd", 8.0 * N * V + 4.0 * N, 2.0 * N * V,
+                  kern_xent_backward_cuda(dlogits, probs, targets, N, V, s),
+                  kern_xent_backward_ref(dlogits, probs, targets, N, V));
 }

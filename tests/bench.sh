@@ -35,17 +35,26 @@ tar --exclude=./build --exclude=./.git -cf - . | tar -C "$tmp" -xf -
   echo "time make lab-1 after touching collectives.c (NP=4): $(echo "$e - $s" | bc) s" )
 rm -rf "$tmp"
 
-echo "# Lab 6: DDP step time (MLP 784-256-256-10, global batch 64, SGD), naive vs bucketed vs overlapped"
+echo "# Lab 6: DDP step time (SGD), naive vs bucketed vs overlapped"
 echo "# (overlap_fraction: share of all-reduce time inside backward, from the trace; cpu: MPI non-blocking"
-echo "#  collectives progress when the comm stream is drained, so overlap shows in the trace more than in time)"
-for np in 1 2 4; do
-    out=$(timeout 300 $MPIRUN -np $np $B/solutions/lab06 --bench 20 --hidden 256 --batch 64 2>&1)
+echo "#  collectives progress when the comm stream is drained, so overlap shows in the trace more than in time;"
+echo "#  pred_*: each recorded step replayed on the dgx-h100 cost-model profile, pred_overlap = share of the"
+echo "#  all-reduce time that the replay runs beside compute)"
+lab6() { # NP HIDDEN BATCH ITERS
+    out=$(timeout 300 $MPIRUN -np $1 $B/solutions/lab06 --bench $4 --hidden $2 --batch $3 2>&1)
     echo "$out" | grep '^bench06'
-    echo "$out" | awk -v np=$np '$1=="bench06" {t[$5]=$7; c[$5]=$9}
+    echo "$out" | awk -v np=$1 -v h=$2 '$1=="bench06" {t[$5]=$7; c[$5]=$9; p[$5]=$13; o[$5]=$15; prof=$17}
         END { if (t["overlap"] > 0 && t["bucketed"] > 0 && t["naive"] > 0)
-          printf "ratio lab6 np %d: naive/bucketed step time %6.3f, bucketed/overlap %6.3f (all-reduces per step %s vs %s vs %s)\n",
-                 np, t["naive"]/t["bucketed"], t["bucketed"]/t["overlap"], c["naive"], c["bucketed"], c["overlap"] }'
-done
+          printf "ratio lab6 hidden %d np %d: naive/bucketed step time %6.3f, bucketed/overlap %6.3f (all-reduces per step %s vs %s vs %s)\n",
+                 h, np, t["naive"]/t["bucketed"], t["bucketed"]/t["overlap"], c["naive"], c["bucketed"], c["overlap"]
+          if (p["overlap"] > 0 && p["bucketed"] > 0 && p["naive"] > 0)
+          printf "ratio lab6 hidden %d np %d predicted (%s): naive/bucketed step time %6.3f, bucketed/overlap %6.3f (%.1f / %.1f / %.1f us; overlapped all-reduce time hidden %.0f%%)\n",
+                 h, np, prof, p["naive"]/p["bucketed"], p["bucketed"]/p["overlap"], p["naive"], p["bucketed"], p["overlap"], 100*o["overlap"] }'
+}
+echo "# MLP 784-256-256-10, global batch 64"
+for np in 1 2 4; do lab6 $np 256 64 20; done
+echo "# MLP 784-2048-2048-10, global batch 256 (17 MB of gradients)"
+for np in 2 4; do lab6 $np 2048 256 5; done
 
 echo "# Lab 2: tensor-parallel GEMM per-rank efficiency and the cost model on this machine"
 L2=$B/solutions/lab02

@@ -7,6 +7,7 @@ gpus_per_node     8
 nodes             2
 peak_tflops       495
 gemm_efficiency   0.6
+vector_tflops     67
 mem_bw_GBps       3350
 launch_us         4
 intra_latency_us  3

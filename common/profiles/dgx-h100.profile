@@ -7,6 +7,7 @@ gpus_per_node     8
 nodes             1
 peak_tflops       495       # TF32 tensor cores, dense
 gemm_efficiency   0.6       # fraction of peak a large GEMM reaches
+vector_tflops     67        # FP32 without tensor cores (elementwise kernels)
 mem_bw_GBps       3350      # HBM3
 launch_us         4         # kernel launch + small-op overhead
 intra_latency_us  3         # per ring step over NVLink

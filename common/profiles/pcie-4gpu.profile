@@ -6,6 +6,7 @@ gpus_per_node     4
 nodes             1
 peak_tflops       156       # TF32 tensor cores, dense
 gemm_efficiency   0.6
+vector_tflops     19.5      # FP32 without tensor cores
 mem_bw_GBps       1555      # HBM2e
 launch_us         5
 intra_latency_us  10        # PCIe peer-to-peer or through host memory

@@ -4,7 +4,9 @@
  *           message, beta = bytes / (time - alpha) of the largest one, median over pairs;
  *   device: a square pl_gemm (peak = its flop rate), a tall-skinny one of a typical lab
  *           step (128 x 2048 x 512: efficiency = its rate / peak), a large pl_copy
- *           (memory bandwidth: 2 x bytes / time) and a 1x1x1 pl_gemm (launch overhead).
+ *           (memory bandwidth: 2 x bytes / time), a 1x1x1 pl_gemm (launch overhead) and
+ *           kern_gelu_forward (the elementwise rate: its counted flops / time; a lower
+ *           bound where GELU is limited by memory, as on a GPU).
  * Usage: mpirun -np 1 pl-calibrate --p2p-json FILE [--out FILE] [--name NAME] [--gemm N]
  * The formulas are in docs/cost-model.md. */
 #include <cjson/cJSON.h>
@@ -13,6 +15,7 @@
 #include <string.h>
 
 #include "pl.h"           // defines: pl_init, pl_gemm, pl_copy, pl_now, pl_usage_error
+#include "kern_gelu.h"    // defines: kern_gelu_forward (the elementwise-rate probe)
 #include "pl_costmodel.h" // defines: plc_profile, plc_profile_write
 
 static int cmp(const void *a, const void *b) {
@@ -72,6 +75,10 @@ typedef struct { float *dst, *src; size_t bytes; } copy_arg;
 static void run_copy(void *p) {
     copy_arg *c = p;
     pl_copy(c->dst, c->src, c->bytes, NULL);
+}
+static void run_gelu(void *p) {
+    copy_arg *c = p;
+    kern_gelu_forward(c->dst, c->src, c->bytes / sizeof(float), NULL);
 }
 
 int main(int argc, char **argv) {
@@ -140,11 +147,20 @@ int main(int argc, char **argv) {
     pl_memset(c.src, 0, bytes, NULL);
     pl_memset(c.dst, 0, bytes, NULL);
     p.mem_bw = 2.0 * bytes / time_best(run_copy, &c, 3); /* a copy reads and writes */
+    /* Elementwise rate: the flops GELU records (kernels/kern_dispatch.h) over its time. */
+    copy_arg gl = {c.dst, c.src, (size_t)4 << 20};
+    /* tanhf's cost depends on its argument: probe with activations of the labs' scale */
+    pl_rng_fill(pl_tensor_view(c.src, 1, (int64_t)(gl.bytes / sizeof(float))), (int64_t)(gl.bytes / sizeof(float)),
+                0, 0, 1, 1, PL_RNG_NORMAL, 0, 1);
+    double tgl = time_best(run_gelu, &gl, 3);
+    const pl_trace_event *last = &pl_trace_events()[pl_trace_count() - 1];
+    PL_CHECK(last->kind == PL_OP_KERNEL && last->flops > 0, "calibrate: GELU did not record its flops");
+    p.vector_flops = last->flops / (tgl > p.launch ? tgl - p.launch : tgl);
     snprintf(p.description, sizeof p.description, "calibrated: %d rank(s) on %d node(s), device %s, comm %s, %d pair(s) fitted",
              world, p.nodes, dev ? dev : "?", comm ? comm : "?", intra + inter);
     if (plc_profile_write(&p, out) != 0) pl_usage_error("cannot write '%s'", out);
-    printf("wrote %s: gemm %.1f GFLOP/s (efficiency %.2f at 128x2048x512), memory %.1f GB/s, launch %.2f us, intra %.2f us + %.2f GB/s, inter %.2f us + %.2f GB/s\n",
-           out, p.peak_flops / 1e9, p.gemm_eff, p.mem_bw / 1e9, p.launch * 1e6, p.intra_alpha * 1e6, p.intra_beta / 1e9,
+    printf("wrote %s: gemm %.1f GFLOP/s (efficiency %.2f at 128x2048x512), elementwise %.2f GFLOP/s, memory %.1f GB/s, launch %.2f us, intra %.2f us + %.2f GB/s, inter %.2f us + %.2f GB/s\n",
+           out, p.peak_flops / 1e9, p.gemm_eff, p.vector_flops / 1e9, p.mem_bw / 1e9, p.launch * 1e6, p.intra_alpha * 1e6, p.intra_beta / 1e9,
            p.inter_alpha * 1e6, p.inter_beta / 1e9);
     cJSON_Delete(root);
     pl_free(g.A);

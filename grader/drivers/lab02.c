@@ -22,6 +22,8 @@
 
 #include "driver.h"       // defines: drv_* (cases, results, flags)
 #include "pl_costmodel.h" // defines: plc_profile, plc_replay, plc_replay_trace
+#include "kern_bias.h"    // defines: kern_bias_cost (the ideal step's bias kernels)
+#include "kern_gelu.h"    // defines: kern_gelu_cost
 #include "tp_linear.h"    // defines: the lab API
 
 enum { W_ID = 10, MLP_ID = 20, X_ID = 50, DY_ID = 51 };
@@ -491,36 +493,60 @@ static void error_case(const char *name, int expected, int which) {
 
 /* ---- scaling ------------------------------------------------------------------------------ */
 
-/* The ideal Megatron MLP step (forward + backward) at world n, as recorded ops: per rank
- * 2 GEMMs + 1 all-reduce forward, 4 GEMMs + 1 all-reduce backward. */
+/* The ideal Megatron MLP step (forward + backward) at world n, as recorded ops, per rank:
+ * forward  fc1 GEMM, bias, GELU, fc2 GEMM, one all-reduce, bias once after it;
+ * backward fc2 db, dW, dX GEMMs, GELU', fc1 db, dW, dX GEMMs, one all-reduce.
+ * The kernels are counted as kernels/ records them (kern_*_cost). */
+typedef struct {
+    plc_op *ops;
+    size_t n;
+    int rank, size;
+} op_list;
+static void add_op(op_list *l, pl_op_kind kind, double flops, double bytes) {
+    double t = (double)l->n;
+    l->ops[l->n++] = (plc_op){.rank = l->rank, .kind = kind, .comm_size = l->size, .peer = -1,
+                              .flops = flops, .bytes = bytes, .t_start = t, .t_end = t + 0.5};
+}
+static void add_gemm(op_list *l, double m, double n, double k) {
+    add_op(l, PL_OP_GEMM, 2 * m * n * k, 4 * (m * k + k * n + m * n));
+}
+static void add_bias(op_list *l, double rows, double cols, int backward) {
+    double bytes, flops;
+    kern_bias_cost((int)rows, (int)cols, backward, &bytes, &flops);
+    add_op(l, PL_OP_KERNEL, flops, bytes);
+}
+static void add_gelu(op_list *l, double count, int backward) {
+    double bytes, flops;
+    kern_gelu_cost((size_t)count, backward, &bytes, &flops);
+    add_op(l, PL_OP_KERNEL, flops, bytes);
+}
+
 static double ideal_step(const plc_profile *p, int64_t T, int64_t d, int64_t f, int n, plc_prediction *pred) {
-    enum { PER = 8 };
-    plc_op *ops = calloc((size_t)PER * (size_t)n, sizeof *ops);
-    PL_CHECK(ops != NULL, "out of host memory");
-    double fl = (double)f / n;
-    /* (m, n, k) of each GEMM: fwd fc1, fwd fc2 | bwd fc2 dW, fc2 dX, fc1 dW, fc1 dX */
-    const double shapes[6][3] = {{T, fl, d}, {T, d, fl}, {d, fl, T}, {T, fl, d}, {fl, d, T}, {T, d, fl}};
-    for (int r = 0; r < n; r++) {
-        int gi = 0;
-        for (int g = 0; g < PER; g++) {
-            plc_op *o = &ops[(size_t)r * PER + g];
-            *o = (plc_op){.rank = r, .comm_size = n, .peer = -1, .t_start = g, .t_end = g + 0.5};
-            if (g == 2 || g == 7) { /* the row layer's all-reduce, forward and backward */
-                o->kind = PL_OP_ALLREDUCE;
-                o->bytes = 4.0 * T * d;
-            } else {
-                const double *sh = shapes[gi++];
-                o->kind = PL_OP_GEMM;
-                o->flops = 2 * sh[0] * sh[1] * sh[2];
-                o->bytes = 4 * (sh[0] * sh[2] + sh[2] * sh[1] + sh[0] * sh[1]);
-            }
-        }
+    enum { PER = 16 };
+    op_list l = {calloc((size_t)PER * (size_t)n, sizeof(plc_op)), 0, 0, n};
+    PL_CHECK(l.ops != NULL, "out of host memory");
+    double fl = (double)f / n, S = 4.0 * T * d;
+    for (l.rank = 0; l.rank < n; l.rank++) {
+        add_gemm(&l, T, fl, d); /* forward */
+        add_bias(&l, T, fl, 0);
+        add_gelu(&l, T * fl, 0);
+        add_gemm(&l, T, d, fl);
+        add_op(&l, PL_OP_ALLREDUCE, 0, S);
+        add_bias(&l, T, d, 0);
+        add_bias(&l, T, d, 1); /* backward */
+        add_gemm(&l, d, fl, T);
+        add_gemm(&l, T, fl, d);
+        add_gelu(&l, T * fl, 1);
+        add_bias(&l, T, fl, 1);
+        add_gemm(&l, fl, d, T);
+        add_gemm(&l, T, d, fl);
+        add_op(&l, PL_OP_ALLREDUCE, 0, S);
     }
     char err[200];
     plc_prediction tmp;
     if (!pred) pred = &tmp;
-    int rc = plc_replay(p, ops, (size_t)PER * (size_t)n, n, pred, err, sizeof err);
-    free(ops);
+    int rc = plc_replay(p, l.ops, l.n, n, pred, err, sizeof err);
+    free(l.ops);
     return rc == 0 ? pred->step_time : -1;
 }
 
@@ -669,7 +695,7 @@ static int bench(const char *spec, const drv_opts *o, const char *this_profile) 
     for (size_t i = first; i < pl_trace_count(); i++) {
         double dt = ev[i].t_end - ev[i].t_start;
         if (ev[i].kind == PL_OP_GEMM) gemm_s += dt;
-        else if (ev[i].kind != PL_OP_REGION) comm_s += dt;
+        else if (ev[i].kind < PL_OP_GEMM) comm_s += dt; /* sends, receives, collectives */
     }
     comm_s = drv_max(comm_s);
     double flops = drv_max(mt.gemm_flops);

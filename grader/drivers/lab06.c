@@ -32,6 +32,7 @@
 #include "kern_gelu.h"
 #include "kern_optim.h"
 #include "kern_xent.h"
+#include "pl_costmodel.h" // defines: plc_profile, plc_replay_trace (the predicted overlap)
 
 enum { P_W1, P_B1, P_W2, P_B2, P_W3, P_B3, NPARAMS };
 static const char *PNAMES[NPARAMS] = {"W1", "b1", "W2", "b2", "W3", "b3"};
@@ -171,6 +172,21 @@ static int g_n, g_me, g_hidden = 64, g_batch = 48, g_steps = 4;
 static uint64_t g_seed;
 static ds_dataset g_data;
 static pl_comm *g_comm;
+static plc_profile g_prof; /* --profile (default dgx-h100): predictions of the recorded steps */
+static bool g_have_prof;
+
+/* The recorded events since `first` replayed on the profile (collective); false when
+ * there is no profile or the replay fails (the reason goes to the log once). */
+static bool predict(size_t first, plc_prediction *pp) {
+    char err[200] = "";
+    memset(pp, 0, sizeof *pp);
+    if (!g_have_prof) return false;
+    if (plc_replay_trace(&g_prof, first, g_comm, pp, err, sizeof err) == 0) return true;
+    static bool said;
+    if (!said && g_me == 0) pl_log("cost model: %s", err);
+    said = true;
+    return false;
+}
 
 /* Rows of the global batch of (step, micro) that rank r holds: contiguous shards of a
  * DistributedSampler epoch (no shuffle across steps needed for a check). */
@@ -310,6 +326,7 @@ typedef struct {
     double rel_err, hash_mismatch;
     double calls_per_step[8], other_colls[8];
     double launched_in_bwd[8], overlap_frac[8];
+    double pred_overlap[8], pred_bwd_us[8]; /* the profile's replay of the backward */
     int nbuckets_step[8];
     char order_why[256];
     bool order_ok;
@@ -370,6 +387,8 @@ static void train_ddp(ddp_mode mode, const caps *c, run_stats *st) {
         int s = step < 8 ? step : 7, nar;
         size_t sizes[DDP_MAX_PARAMS * 2];
         scan_trace(&nar, sizes, DDP_MAX_PARAMS * 2, &st->launched_in_bwd[s], &st->overlap_frac[s]);
+        plc_prediction pp;
+        if (predict(0, &pp)) st->pred_overlap[s] = pp.comm_overlap, st->pred_bwd_us[s] = pp.step_time * 1e6;
         st->calls_per_step[s] = (double)m_.coll_calls[PL_OP_ALLREDUCE];
         st->other_colls[s] = (double)m_.coll_total - (double)m_.coll_calls[PL_OP_ALLREDUCE];
         st->nbuckets_step[s] = mode == DDP_NAIVE ? NPARAMS : d.nbuckets;
@@ -470,6 +489,12 @@ static void cases_mode(ddp_mode mode) {
         drv_result_num(r, "overlap_fraction_step0", f0);
         const char *v = "pass";
         msg[0] = 0;
+        if (g_have_prof && g_n > 1) {
+            drv_result_num(r, "pred_overlap", st.pred_overlap[s]);
+            drv_result_num(r, "pred_backward_us", st.pred_bwd_us[s]);
+            snprintf(msg, sizeof msg, "all-reduce time inside backward: %.0f%% measured; %s predicts %.0f%% hidden behind compute, backward %.1f us",
+                     100 * frac, g_prof.name, 100 * st.pred_overlap[s], st.pred_bwd_us[s]);
+        }
         if (inside < want)
             v = "wrong", snprintf(msg, sizeof msg, "only %.0f of %d bucket all-reduces started while backward was running", inside, want);
         drv_result_emit(r, v, msg[0] ? msg : NULL);
@@ -598,7 +623,7 @@ static void bench(int iters) {
         mlp_init(&m, g_data.dim, g_hidden, g_data.classes, local, g_seed);
         ddp_state d;
         ddp_init(&d, m.p, NPARAMS, (ddp_mode)mode, mode == DDP_NAIVE ? 0 : CAPS_MID.cap, mode == DDP_NAIVE ? 0 : CAPS_MID.first, g_comm);
-        double t_sum = 0, calls = 0, frac = 0;
+        double t_sum = 0, calls = 0, frac = 0, pred_us = 0, pred_ov = 0;
         int measured = 0;
         for (int it = 0; it < iters + 2; it++) {
             int rows, first;
@@ -624,11 +649,14 @@ static void bench(int iters) {
             size_t sizes[32];
             double inb, f;
             scan_trace(&nar, sizes, 32, &inb, &f);
+            plc_prediction pp;
+            if (predict(0, &pp)) pred_us += pp.step_time * 1e6, pred_ov += pp.comm_overlap;
             t_sum += drv_max(t), calls += (double)mm.coll_calls[PL_OP_ALLREDUCE], frac += f, measured++;
         }
         frac = drv_sum(frac / measured) / g_n;
-        drv_print("bench06 np %d mode %-8s step_ms %8.3f allreduce_per_step %5.1f overlap_fraction %.3f\n", g_n,
-                  MODE_NAMES[mode], 1e3 * t_sum / measured, calls / measured, frac);
+        drv_print("bench06 np %d mode %-8s step_ms %8.3f allreduce_per_step %5.1f overlap_fraction %.3f "
+                  "pred_step_us %.2f pred_overlap %.3f profile %s\n", g_n, MODE_NAMES[mode], 1e3 * t_sum / measured,
+                  calls / measured, frac, pred_us / measured, pred_ov / measured, g_have_prof ? g_prof.name : "-");
         ddp_free(&d);
         mlp_reset_grads(&m);
         mlp_free(&m);
@@ -724,7 +752,7 @@ static void train(int epochs, const char *csv_path, int hidden, int batch, doubl
 int main(int argc, char **argv) {
     drv_opts o = {.warmup = -1};
     int train_mode = 0, epochs = 3, bench_iters = 0, train_hidden = 256, train_batch = 64;
-    const char *csv = NULL, *lr_s = NULL;
+    const char *csv = NULL, *lr_s = NULL, *profile = "dgx-h100";
     drv_flag extra[] = {
         {"--hidden", "hidden width of the graded MLP (default 64)", &g_hidden, NULL},
         {"--batch", "global batch of the graded steps (default 48; a multiple of the world size)", &g_batch, NULL},
@@ -736,12 +764,16 @@ int main(int argc, char **argv) {
         {"--train-batch", "global batch for --train (default 64)", &train_batch, NULL},
         {"--lr", "learning rate for --train (default 0.05)", NULL, &lr_s},
         {"--csv", "--train: write 'np epoch loss test_acc img_per_s step_ms' lines here", NULL, &csv},
+        {"--profile", "NAME|FILE: cost-model profile for the predicted overlap and step (default dgx-h100)", NULL, &profile},
         {NULL, NULL, NULL, NULL}};
     drv_init(&argc, &argv, "lab06", "Lab 6: data parallelism with gradient buckets", &o, extra);
     g_comm = pl_comm_world();
     g_n = pl_comm_size(g_comm);
     g_me = pl_comm_rank(g_comm);
     g_seed = pl_info()->seed;
+    char perr[300];
+    g_have_prof = plc_profile_load(&g_prof, profile, perr, sizeof perr) == 0;
+    if (!g_have_prof && strcmp(profile, "dgx-h100")) pl_usage_error("--profile: %s", perr);
     if (g_hidden < 1 || g_hidden > 4096) pl_usage_error("--hidden %d: expected 1..4096", g_hidden);
     if (g_steps < 1 || g_steps > 64) pl_usage_error("--steps %d: expected 1..64", g_steps);
     if (g_batch < g_n || g_batch % g_n) pl_usage_error("--batch %d is not a positive multiple of the world size %d", g_batch, g_n);

@@ -9,11 +9,11 @@
 
 static int close_to(double got, double want) { return fabs(got - want) <= 1e-9 * fabs(want) + 1e-15; }
 
-/* peak 1 TFLOP/s at 50%, 100 GB/s memory, 2 us launch; intra 1 us / 10 GB/s,
+/* peak 1 TFLOP/s at 50%, 0.1 TFLOP/s elementwise, 100 GB/s memory, 2 us launch; intra 1 us / 10 GB/s,
  * inter 5 us / 1 GB/s; 2 ranks per node, 2 nodes. */
 static const char *PROFILE_TEXT =
     "# a test machine\nname test\ngpus_per_node 2\nnodes 2\npeak_tflops 1\ngemm_efficiency 0.5\n"
-    "mem_bw_GBps 100\nlaunch_us 2\nintra_latency_us 1\nintra_bw_GBps 10\ninter_latency_us 5\ninter_bw_GBps 1\n";
+    "vector_tflops 0.1\nmem_bw_GBps 100\nlaunch_us 2\nintra_latency_us 1\nintra_bw_GBps 10\ninter_latency_us 5\ninter_bw_GBps 1\n";
 
 static plc_op op(int rank, pl_op_kind k, int stream, int size, int peer, double bytes, double flops, double t0, double t1) {
     return (plc_op){.rank = rank, .kind = k, .stream = stream, .comm_size = size, .peer = peer,
@@ -33,6 +33,11 @@ int main(int argc, char **argv) {
               "profile: an unknown key is an error naming it");
     tap_check(plc_profile_parse(&q, "name x\ngpus_per_node 2\n", err, sizeof err) != 0 && strstr(err, "missing key"),
               "profile: a missing key is an error");
+    tap_check(plc_profile_parse(&q, "name x\ngpus_per_node 2\nnodes 1\npeak_tflops 1\ngemm_efficiency 1\nmem_bw_GBps 1\n"
+                                    "launch_us 1\nintra_latency_us 1\nintra_bw_GBps 1\ninter_latency_us 1\ninter_bw_GBps 1\n",
+                                    err, sizeof err) != 0 && strstr(err, "missing key 'vector_tflops'"),
+              "profile: a profile without vector_tflops names the missing key");
+    tap_check(close_to(p.vector_flops, 1e11), "profile: vector_tflops in TFLOP/s");
     tap_check(plc_profile_parse(&q, "gpus_per_node two\n", err, sizeof err) != 0 && strstr(err, "bad value"),
               "profile: a malformed number is an error");
     const char *shipped[] = {"dgx-h100", "pcie-4gpu", "2x8-ib", "this-machine"};
@@ -45,6 +50,9 @@ int main(int argc, char **argv) {
     /* GEMM roofline: 1e9 flops at 0.5 TFLOP/s = 2 ms (> 1e6 B / 100 GB/s = 10 us), + 2 us. */
     tap_check(close_to(plc_gemm_time(&p, 1e9, 1e6), 2e-3 + 2e-6), "gemm: compute-bound = flops/(peak*eff) + launch");
     tap_check(close_to(plc_gemm_time(&p, 1e3, 1e8), 1e-3 + 2e-6), "gemm: memory-bound = bytes/mem_bw + launch");
+    /* Kernels: 1e9 flops at 0.1 TFLOP/s = 10 ms (> 1e6 B / 100 GB/s), + 2 us; 1e3 flops on 1e8 B = 1 ms. */
+    tap_check(close_to(plc_kernel_time(&p, 1e9, 1e6), 1e-2 + 2e-6), "kernel: compute-bound = flops/vector + launch");
+    tap_check(close_to(plc_kernel_time(&p, 1e3, 1e8), 1e-3 + 2e-6), "kernel: memory-bound = bytes/mem_bw + launch");
     /* Collectives, S = 1e6 bytes. */
     tap_check(close_to(plc_coll_time(&p, PL_OP_ALLREDUCE, 4, 1, 1e6), 6e-6 + 1.5e-4),
               "all-reduce n=4 in a node: 2(n-1) alpha + 2(n-1)/n S/beta = 156 us");
@@ -98,12 +106,22 @@ int main(int argc, char **argv) {
     rc = plc_replay(&p, ops, 3, 2, &pr, err, sizeof err);
     tap_check(rc == 0 && close_to(pr.step_time, 2e-3 + 2e-6) && pr.comm_fraction == 0,
               "replay: comm on the comm stream overlaps compute (step = the GEMM)");
+    /* rank 0's send (101 us) runs under its GEMM; rank 1's receive has no compute beside it */
+    tap_check(rc == 0 && close_to(pr.comm_overlap, 0.5), "replay: comm_overlap = hidden comm time / comm time (1/2 here)");
     /* ... but a compute op issued after the send completed waits for it. */
     ops[0] = op(0, PL_OP_SEND, 1, 2, 1, 1e6, 0, 0, 1);
     ops[1] = op(0, PL_OP_GEMM, 0, 1, -1, 0, 1e9, 2, 3);
     ops[2] = op(1, PL_OP_RECV, 1, 2, 0, 1e6, 0, 0, 1);
     rc = plc_replay(&p, ops, 3, 2, &pr, err, sizeof err);
     tap_check(rc == 0 && close_to(pr.step_time, 1e-6 + 1e-4 + 2e-3 + 2e-6), "replay: compute issued after a completed comm op waits for it");
+    tap_check(rc == 0 && pr.comm_overlap == 0, "replay: comm_overlap is 0 when compute waits for the comm");
+
+    /* A kernel on the compute stream is priced by plc_kernel_time and adds to compute time. */
+    ops[0] = op(0, PL_OP_GEMM, 0, 1, -1, 0, 1e9, 0, 1);
+    ops[1] = op(0, PL_OP_KERNEL, 0, 1, -1, 1e8, 1e3, 1, 2);
+    rc = plc_replay(&p, ops, 2, 1, &pr, err, sizeof err);
+    tap_check(rc == 0 && close_to(pr.step_time, 2e-3 + 2e-6 + 1e-3 + 2e-6) && close_to(pr.compute_time, pr.step_time),
+              "replay: a recorded kernel costs bytes/mem_bw + launch, as compute");
 
     /* Live: the harness's own record of a GEMM and an all-reduce, replayed on every rank. */
     int n = pl_world();
@@ -119,6 +137,19 @@ int main(int argc, char **argv) {
                   plc_coll_time(&p, PL_OP_ALLREDUCE, n, n > 2 ? 2 : 1, 4.0 * 64 * 64);
     tap_check(rc == 0 && close_to(pr.step_time, want) && pr.ops == (size_t)(2 * n),
               "replay of a recorded run: GEMM (bytes from the trace) + all-reduce = hand formula");
+    /* ... and of a copy and a local reduction: kernels with their bytes (docs/cost-model.md). */
+    first = pl_trace_count();
+    pl_copy(C, A, 4 * 64 * 64, NULL);
+    pl_reduce_local(C, A, 64 * 64, PL_SUM, NULL);
+    pl_device_sync();
+    const pl_trace_event *ev = pl_trace_events() + first;
+    tap_check(pl_trace_count() - first == 2 && ev[0].kind == PL_OP_KERNEL && ev[0].bytes == 2 * 4 * 64 * 64 &&
+                  ev[1].kind == PL_OP_KERNEL && ev[1].bytes == 3 * 4 * 64 * 64 && ev[1].flops == 64 * 64 &&
+                  !strcmp(ev[0].name, "copy") && !strcmp(ev[1].name, "reduce_local"),
+              "trace: pl_copy and pl_reduce_local record kernels with bytes read + written");
+    rc = plc_replay_trace(&p, first, pl_comm_world(), &pr, err, sizeof err);
+    want = plc_kernel_time(&p, 0, 8.0 * 64 * 64) + plc_kernel_time(&p, 64 * 64, 12.0 * 64 * 64);
+    tap_check(rc == 0 && close_to(pr.step_time, want), "replay of recorded kernels = hand formula");
     pl_free(A);
     pl_free(C);
     return tap_finish();
