@@ -20,10 +20,13 @@ if [ -x build/cuda/bench/bench_gpu ]; then
     timeout 300 $MPIRUN -np 1 build/cuda/bench/bench_gpu 2>&1 | grep -E '^(ratio|# bench_gpu)'
 fi
 
-echo "# solution ring all-reduce vs library all-reduce, 64 MiB, 4 ranks"
-out=$(timeout 600 $MPIRUN -np 4 $B/solutions/lab01 --collective allreduce_ring -b 64M -e 64M -n 5 2>&1)
-echo "$out" | awk '$1=="allreduce_ring" && $2=="oop" && $5 > 0 {
-    printf "ratio ring allreduce 64 MiB: library / solution  %6.3f   (solution %.0f us, library %.0f us, target >= 0.8)\n", $9/$5, $5, $9 }'
+echo "# solution ring all-reduce vs library all-reduce, 64 MiB, 4 ranks: three jobs, the median ratio"
+echo "# (4 ranks on 2 cores: a job's speed depends on how the ranks land on the cores)"
+for i in 1 2 3; do
+    timeout 600 $MPIRUN -np 4 $B/solutions/lab01 --collective allreduce_ring -b 64M -e 64M -n 5 2>&1 |
+        awk '$1=="allreduce_ring" && $2=="oop" && $5 > 0 { print $9/$5, $5, $9 }'
+done | sort -n | awk '{ r[NR] = $1; s[NR] = $2; l[NR] = $3; all = all sprintf(" %.2f", $1) }
+    END { if (NR == 3) printf "ratio ring allreduce 64 MiB: library / solution  %6.3f   (median of 3 jobs:%s; solution %.0f us, library %.0f us, target >= 0.8)\n", r[2], all, s[2], l[2] }'
 
 echo "# wall time of make lab-1"
 tmp=$(mktemp -d)
