@@ -35,6 +35,7 @@ struct pl_event {
     pl_stream *stream; /* cpu: stream and position recorded */
     uint64_t seq;
     double t;          /* cpu: time the stream passed the event, < 0 until then */
+    int64_t trace_pos; /* the stream's last traced op when recorded (pl_trace_stream_pos) */
     bool recorded;
 };
 

@@ -213,8 +213,9 @@ static host_pair stage_pair(const char *op, const float *sb, size_t in_n, float 
     float *hin = h, *hout = h + in_n;
     if (in_n) pl_dev->download(hin, sb, in_n * sizeof *h);
     if (out_needs_contents && out_n) pl_dev->download(hout, rb, out_n * sizeof *h);
-    /* Keep in-place calls in place on the host copies. */
-    if (sb >= rb && sb < rb + out_n) hin = hout + (sb - rb);
+    /* The input, when staged, has its own host copy: MPI gets disjoint buffers even for
+     * in-place calls (callers pass in_n = 0 and point h.in into h.out where MPI_IN_PLACE
+     * applies). */
     hp.in = hin;
     hp.out = hout;
     p->upload_to = rb;

@@ -266,10 +266,24 @@ static void build_batches(replay *r) {
         r->op_batch[i] = r->nb;
         last[s] = (int)r->nb++;
     }
-    /* Cross-stream dependency: the last batch on the other stream of the same rank that
-     * had completed (measured) before this batch was issued. */
+    /* Cross-stream dependency. Explicit (from a trace): the batch holding the op named by
+     * `after`, the latest over the batch's ops. Inferred (ops by hand): the last batch on
+     * the other stream of the same rank that had completed (measured) before this batch
+     * was issued. */
+    size_t rank_first = 0;
     for (size_t k = 0; k < r->nb; k++) {
         batch *bk = &r->b[k];
+        if (k == 0 || r->b[k - 1].rank != bk->rank) rank_first = bk->first;
+        if (r->ops[bk->first].explicit_deps) {
+            for (size_t q = bk->first; q < bk->first + bk->count; q++) {
+                size_t target = rank_first + (size_t)r->ops[q].after - 1;
+                if (r->ops[q].after <= 0 || target >= bk->first) continue; /* none, or not earlier */
+                if (r->ops[target].rank != bk->rank || !r->ops[target].stream == !r->ops[q].stream) continue;
+                int dep = (int)r->op_batch[target];
+                if (dep > bk->dep) bk->dep = dep;
+            }
+            continue;
+        }
         double issued = r->ops[bk->first].t_start;
         for (long j = (long)k - 1; j >= 0 && r->b[j].rank == bk->rank; j--) {
             const batch *bj = &r->b[j];
@@ -514,14 +528,22 @@ out:
 size_t plc_ops_from_trace(size_t first, int rank, plc_op *out, size_t cap) {
     const pl_trace_event *ev = pl_trace_events();
     size_t n = pl_trace_count(), w = 0;
+    /* trace index -> 1 + op index (0: a region, or before `first`) */
+    size_t span = n > first ? n - first : 0;
+    int *op_of = calloc(span + 1, sizeof *op_of);
+    PL_CHECK(op_of != NULL, "out of host memory in the cost model");
     for (size_t i = first; i < n && w < cap; i++) {
         const pl_trace_event *e = &ev[i];
         if (e->kind == PL_OP_REGION) continue;
-        out[w++] = (plc_op){.rank = rank, .kind = e->kind, .stream = e->stream, .comm_id = e->comm_id,
-                            .comm_size = e->comm_size > 0 ? e->comm_size : 1, .peer = e->peer,
-                            .bytes = (double)e->bytes, .flops = e->flops, .t_start = e->t_start,
-                            .t_end = e->t_end >= 0 ? e->t_end : e->t_start};
+        int after = 0;
+        if (e->after >= (int64_t)first && e->after < (int64_t)i) after = op_of[e->after - (int64_t)first];
+        out[w] = (plc_op){.rank = rank, .kind = e->kind, .stream = e->stream, .comm_id = e->comm_id,
+                          .comm_size = e->comm_size > 0 ? e->comm_size : 1, .peer = e->peer,
+                          .bytes = (double)e->bytes, .flops = e->flops, .t_start = e->t_start,
+                          .t_end = e->t_end >= 0 ? e->t_end : e->t_start, .explicit_deps = 1, .after = after};
+        op_of[i - first] = (int)++w;
     }
+    free(op_of);
     return w;
 }
 

@@ -68,6 +68,12 @@ typedef struct {
     int peer;           /* p2p: peer's rank in the communicator                       */
     double bytes, flops;
     double t_start, t_end; /* measured; only their order is used (see the docs)       */
+    /* Cross-stream dependency. explicit_deps = 1 (ops from a trace): `after` is 1 + the
+     * index, among the same rank's ops (regions excluded), of the other stream's op that
+     * this one must follow, 0 for none: the order events and host syncs gave on the
+     * recording machine, as a GPU keeps it. explicit_deps = 0 (ops written by hand): the
+     * dependency is inferred from t_start/t_end (docs/cost-model.md). */
+    int explicit_deps, after;
 } plc_op;
 
 typedef struct {

@@ -210,6 +210,7 @@ void pl_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *A,
 
 void pl_stream_sync(pl_stream *s) {
     s = pl_stream_resolve(s);
+    pl_trace_host_synced(s->id);
     if (s->completed != s->issued && pl_cb->drain) pl_cb->drain(s);
     if (pl_dev->stream_sync) {
         /* On a GPU a deadlocked NCCL call shows up as a stream that never drains. */
@@ -243,6 +244,7 @@ void pl_event_record(pl_event *e, pl_stream *s) {
     s = pl_stream_resolve(s);
     e->stream = s;
     e->seq = s->issued;
+    e->trace_pos = pl_trace_stream_pos(s->id);
     e->recorded = true;
     e->t = s->completed >= e->seq ? pl_trace_clock() : -1;
     if (pl_dev->event_record) pl_dev->event_record(e, s);
@@ -260,6 +262,7 @@ bool pl_event_done(pl_event *e) {
 
 void pl_event_sync(pl_event *e) {
     PL_CHECK(e->recorded, "pl_event_sync on an event never recorded");
+    pl_trace_stream_waits(!e->stream->id, e->trace_pos); /* the host saw it: so does the other stream */
     if (pl_dev->event_query) {
         pl_dev->stream_sync(e->stream); /* conservative: cuda event sync == stream position */
         return;
@@ -271,6 +274,7 @@ void pl_event_sync(pl_event *e) {
 void pl_stream_wait_event(pl_stream *s, pl_event *e) {
     PL_CHECK(e->recorded, "pl_stream_wait_event on an event never recorded");
     s = pl_stream_resolve(s);
+    pl_trace_stream_waits(s->id, e->trace_pos);
     if (pl_dev->stream_wait_event) {
         pl_dev->stream_wait_event(s, e);
         return;

@@ -175,6 +175,10 @@ static void pl_cuda_free(void *p) { PL_CUDA_CHECK(cudaFree(p)); }
  * the stream it stages from, so no kernel can still be using the buffer. */
 static void pl_cuda_upload(void *dst, const void *src, size_t bytes) {
     PL_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    /* From pageable memory cudaMemcpy may return once the data is staged, before the DMA
+     * lands; our streams do not wait for the legacy stream, so wait for it here: the
+     * caller's next kernel (on any stream) must see the uploaded bytes. */
+    PL_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
 }
 
 static void pl_cuda_download(void *dst, const void *src, size_t bytes) {

@@ -56,6 +56,19 @@ static void count(const pl_trace_event *e) {
     }
 }
 
+/* Positions count every op recorded since pl_init (g_base of them cleared away), so an
+ * event recorded before a pl_trace_clear still names the right op, or one before the trace. */
+static int64_t g_base;
+static int64_t g_last[2] = {-1, -1};  /* position of the last op on each stream       */
+static int64_t g_after[2] = {-1, -1}; /* what the next op on each stream must follow  */
+
+int64_t pl_trace_stream_pos(int stream) { return g_last[stream ? 1 : 0]; }
+void pl_trace_stream_waits(int stream, int64_t pos) {
+    int s = stream ? 1 : 0;
+    if (pos > g_after[s]) g_after[s] = pos;
+}
+void pl_trace_host_synced(int stream) { pl_trace_stream_waits(!stream, g_last[stream ? 1 : 0]); }
+
 size_t pl_trace_record_open(const pl_trace_event *e) {
     count(e);
     if (g_n == g_cap) {
@@ -65,6 +78,12 @@ size_t pl_trace_record_open(const pl_trace_event *e) {
         PL_CHECK(g_ev != NULL, "out of host memory for the trace");
     }
     g_ev[g_n] = *e;
+    g_ev[g_n].after = -1;
+    if (e->kind != PL_OP_REGION) {
+        int s = e->stream ? 1 : 0;
+        if (g_after[s] >= g_base) g_ev[g_n].after = g_after[s] - g_base;
+        g_last[s] = g_base + (int64_t)g_n;
+    }
     return g_n++;
 }
 
@@ -83,7 +102,10 @@ void pl_trace_close(size_t i, double t_end) {
 
 size_t pl_trace_count(void) { return g_n; }
 const pl_trace_event *pl_trace_events(void) { return g_ev; }
-void pl_trace_clear(void) { g_n = 0; }
+void pl_trace_clear(void) {
+    g_base += (int64_t)g_n;
+    g_n = 0;
+}
 
 void pl_metrics_get(pl_metrics *m) {
     *m = g_m;

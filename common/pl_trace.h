@@ -44,6 +44,9 @@ typedef struct {
     double flops;      /* GEMM and kernels: arithmetic operations              */
     double t_start, t_end;
     const char *name;  /* regions and kernels: a name (a string literal)       */
+    int64_t after;     /* index in this trace of the other stream's op that this op
+                          must follow (an event wait or a host sync), -1 if none;
+                          set by the recorder                                    */
 } pl_trace_event;
 
 /* Counters, cumulative on this rank since pl_init or the last pl_metrics_reset(). */
@@ -71,6 +74,14 @@ void pl_trace_record(const pl_trace_event *e);
  * harness's copies, fills and local reductions call it. */
 void pl_trace_kernel(const char *name, int stream, double bytes, double flops, double t_start);
 double pl_trace_clock(void); /* seconds since pl_init, the clock of every event */
+/* Cross-stream order, as a GPU would enforce it (the cost model replays it): the
+ * position of the last op recorded on `stream` (for an event), that the next op on
+ * `stream` must follow the op at position `pos` (an event wait), and that the host has
+ * seen `stream` complete (a sync: the other stream's next op follows it too). Positions
+ * survive pl_trace_clear; pl_device.c calls these, labs do not need to. */
+int64_t pl_trace_stream_pos(int stream);
+void pl_trace_stream_waits(int stream, int64_t pos);
+void pl_trace_host_synced(int stream);
 size_t pl_trace_count(void);
 const pl_trace_event *pl_trace_events(void);
 void pl_trace_clear(void);

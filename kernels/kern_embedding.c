@@ -28,16 +28,28 @@ void kern_embedding_backward_ref(float *dwte, float *dwpe, const float *dout, co
         }
 }
 
+void kern_embedding_cost(int T, int B, int C, int backward, double *bytes, double *flops) {
+    double rows = (double)T * B;
+    /* per row: the token id, then C floats of wte and wpe read and out written (forward),
+     * or dout read and both gradient rows read and written (backward) */
+    *bytes = ((backward ? 20.0 : 12.0) * C + 4) * rows;
+    *flops = (backward ? 2.0 : 1.0) * rows * C;
+}
+
 void kern_embedding_forward(float *out, const int *tokens, const float *wte, const float *wpe,
                             int T, int B, int C, int t0, pl_stream *s) {
-    KERN_DISPATCH("embedding_fwd", (12.0 * C + 4) * T * B, (double)T * B * C,
+    double bytes, flops;
+    kern_embedding_cost(T, B, C, 0, &bytes, &flops);
+    KERN_DISPATCH("embedding_fwd", bytes, flops,
                   kern_embedding_forward_cuda(out, tokens, wte, wpe, T, B, C, t0, s),
                   kern_embedding_forward_ref(out, tokens, wte, wpe, T, B, C, t0));
 }
 
 void kern_embedding_backward(float *dwte, float *dwpe, const float *dout, const int *tokens,
                              int T, int B, int C, int t0, pl_stream *s) {
-    KERN_DISPATCH("embedding_bwd", (20.0 * C + 4) * T * B, 2.0 * T * B * C,
+    double bytes, flops;
+    kern_embedding_cost(T, B, C, 1, &bytes, &flops);
+    KERN_DISPATCH("embedding_bwd", bytes, flops,
                   kern_embedding_backward_cuda(dwte, dwpe, dout, tokens, T, B, C, t0, s),
                   kern_embedding_backward_ref(dwte, dwpe, dout, tokens, T, B, C, t0));
 }

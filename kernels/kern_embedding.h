@@ -27,6 +27,10 @@ void kern_embedding_backward(float *dwte,        /* [V, C]          */
                              const int *tokens,  /* [T, B]          */
                              int T, int B, int C, int t0, pl_stream *s);
 
+/* Bytes read + written and flops of one call, as the trace and the cost model count
+ * them (docs/cost-model.md, "Kernels"). */
+void kern_embedding_cost(int T, int B, int C, int backward, double *bytes, double *flops);
+
 void kern_embedding_forward_ref(float *out, const int *tokens, const float *wte,
                                 const float *wpe, int T, int B, int C, int t0);
 void kern_embedding_backward_ref(float *dwte, float *dwpe, const float *dout, const int *tokens,

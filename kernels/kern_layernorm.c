@@ -59,10 +59,21 @@ void kern_layernorm_backward_ref(float *dinp, float *dweight, float *dbias, cons
 /* Dispatchers                                                                         */
 /* ================================================================================== */
 
+void kern_layernorm_cost(int N, int C, int backward, double *bytes, double *flops) {
+    double nc = (double)N * C;
+    /* forward: inp read, out written, weight and bias read, mean and rstd written;
+     * backward: dout and inp read, dinp written, dweight and dbias read and written,
+     * weight read, mean and rstd read */
+    *bytes = backward ? 12.0 * nc + 20.0 * C + 8.0 * N : 8.0 * nc + 8.0 * C + 8.0 * N;
+    *flops = backward ? 14.0 * nc : 8.0 * nc + KERN_TRANSCENDENTAL * N;
+}
+
 void kern_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                             const float *weight, const float *bias, int N, int C, float eps,
                             pl_stream *s) {
-    KERN_DISPATCH("layernorm_fwd", 8.0 * N * C + 8.0 * C + 8.0 * N, 8.0 * N * C + KERN_TRANSCENDENTAL * N,
+    double bytes, flops;
+    kern_layernorm_cost(N, C, 0, &bytes, &flops);
+    KERN_DISPATCH("layernorm_fwd", bytes, flops,
                   kern_layernorm_forward_cuda(out, mean, rstd, inp, weight, bias, N, C, eps, s),
                   kern_layernorm_forward_ref(out, mean, rstd, inp, weight, bias, N, C, eps));
 }
@@ -70,7 +81,9 @@ void kern_layernorm_forward(float *out, float *mean, float *rstd, const float *i
 void kern_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                              const float *inp, const float *weight, const float *mean,
                              const float *rstd, int N, int C, pl_stream *s) {
-    KERN_DISPATCH("layernorm_bwd", 12.0 * N * C + 20.0 * C + 8.0 * N, 14.0 * N * C,
+    double bytes, flops;
+    kern_layernorm_cost(N, C, 1, &bytes, &flops);
+    KERN_DISPATCH("layernorm_bwd", bytes, flops,
                   kern_layernorm_backward_cuda(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, s),
                   kern_layernorm_backward_ref(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C));
 }

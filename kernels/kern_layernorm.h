@@ -36,6 +36,10 @@ void kern_layernorm_backward(float *dinp,         /* [N, C] */
                              const float *rstd,   /* [N]    */
                              int N, int C, pl_stream *s);
 
+/* Bytes read + written and flops of one call, as the trace and the cost model count
+ * them (docs/cost-model.md, "Kernels"). */
+void kern_layernorm_cost(int N, int C, int backward, double *bytes, double *flops);
+
 void kern_layernorm_forward_ref(float *out, float *mean, float *rstd, const float *inp,
                                 const float *weight, const float *bias, int N, int C,
                                 float eps);

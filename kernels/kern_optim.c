@@ -35,9 +35,18 @@ void kern_optim_adamw_ref(float *param, float *m, float *v, const float *grad, s
 /* Dispatchers                                                                         */
 /* ================================================================================== */
 
+void kern_optim_cost(size_t n, int adamw, double *bytes, double *flops) {
+    /* SGD: param and momentum read and written, grad read; AdamW: param, m and v read and
+     * written, grad read, one sqrtf per element */
+    *bytes = (adamw ? 28.0 : 20.0) * (double)n;
+    *flops = adamw ? (14 + KERN_TRANSCENDENTAL) * (double)n : 5.0 * (double)n;
+}
+
 void kern_optim_sgd(float *param, float *mom, const float *grad, size_t n, float lr,
                     float momentum, float weight_decay, pl_stream *s) {
-    KERN_DISPATCH("sgd", 20.0 * n, 5.0 * n,
+    double bytes, flops;
+    kern_optim_cost(n, 0, &bytes, &flops);
+    KERN_DISPATCH("sgd", bytes, flops,
                   kern_optim_sgd_cuda(param, mom, grad, n, lr, momentum, weight_decay, s),
                   kern_optim_sgd_ref(param, mom, grad, n, lr, momentum, weight_decay));
 }
@@ -45,7 +54,9 @@ void kern_optim_sgd(float *param, float *mom, const float *grad, size_t n, float
 void kern_optim_adamw(float *param, float *m, float *v, const float *grad, size_t n, float lr,
                       float beta1, float beta2, float eps, float weight_decay, int t,
                       pl_stream *s) {
-    KERN_DISPATCH("adamw", 28.0 * n, (14 + KERN_TRANSCENDENTAL) * n,
+    double bytes, flops;
+    kern_optim_cost(n, 1, &bytes, &flops);
+    KERN_DISPATCH("adamw", bytes, flops,
                   kern_optim_adamw_cuda(param, m, v, grad, n, lr, beta1, beta2, eps, weight_decay, t, s),
                   kern_optim_adamw_ref(param, m, v, grad, n, lr, beta1, beta2, eps, weight_decay, t));
 }

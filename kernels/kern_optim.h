@@ -30,6 +30,10 @@ void kern_optim_adamw(float *param,      /* [n] updated in place  */
                       size_t n, float lr, float beta1, float beta2, float eps,
                       float weight_decay, int t, pl_stream *s);
 
+/* Bytes read + written and flops of one call, as the trace and the cost model count
+ * them (docs/cost-model.md, "Kernels"). */
+void kern_optim_cost(size_t n, int adamw, double *bytes, double *flops);
+
 void kern_optim_sgd_ref(float *param, float *mom, const float *grad, size_t n, float lr,
                         float momentum, float weight_decay);
 void kern_optim_adamw_ref(float *param, float *m, float *v, const float *grad, size_t n, float lr,

@@ -14,14 +14,24 @@ void kern_residual_backward_ref(float *da, float *db, const float *dout, size_t 
     }
 }
 
+void kern_residual_cost(size_t n, int backward, double *bytes, double *flops) {
+    /* forward: a, b read, out written; backward: dout read, da and db read and written */
+    *bytes = (backward ? 20.0 : 12.0) * (double)n;
+    *flops = (backward ? 2.0 : 1.0) * (double)n;
+}
+
 void kern_residual_forward(float *out, const float *a, const float *b, size_t n, pl_stream *s) {
-    KERN_DISPATCH("residual_fwd", 12.0 * n, (double)n,
+    double bytes, flops;
+    kern_residual_cost(n, 0, &bytes, &flops);
+    KERN_DISPATCH("residual_fwd", bytes, flops,
                   kern_residual_forward_cuda(out, a, b, n, s),
                   kern_residual_forward_ref(out, a, b, n));
 }
 
 void kern_residual_backward(float *da, float *db, const float *dout, size_t n, pl_stream *s) {
-    KERN_DISPATCH("residual_bwd", 20.0 * n, 2.0 * n,
+    double bytes, flops;
+    kern_residual_cost(n, 1, &bytes, &flops);
+    KERN_DISPATCH("residual_bwd", bytes, flops,
                   kern_residual_backward_cuda(da, db, dout, n, s),
                   kern_residual_backward_ref(da, db, dout, n));
 }

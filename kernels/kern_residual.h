@@ -23,6 +23,10 @@ void kern_residual_backward(float *da,         /* [n] */
                             const float *dout, /* [n] */
                             size_t n, pl_stream *s);
 
+/* Bytes read + written and flops of one call, as the trace and the cost model count
+ * them (docs/cost-model.md, "Kernels"). */
+void kern_residual_cost(size_t n, int backward, double *bytes, double *flops);
+
 void kern_residual_forward_ref(float *out, const float *a, const float *b, size_t n);
 void kern_residual_backward_ref(float *da, float *db, const float *dout, size_t n);
 #ifdef PL_HAVE_CUDA

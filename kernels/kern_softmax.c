@@ -35,16 +35,28 @@ void kern_softmax_backward_ref(float *dscores, const float *dprobs, const float 
     }
 }
 
+void kern_softmax_cost(int R, int T, int backward, double *bytes, double *flops) {
+    double all = (double)R * T * T, causal = (double)R * T * (T + 1) / 2.0;
+    /* every score is read and written (the masked half as zeros); the arithmetic, with
+     * one expf per kept score forward, covers only the causal half */
+    *bytes = (backward ? 12.0 : 8.0) * all;
+    *flops = backward ? 5.0 * causal : (4 + KERN_TRANSCENDENTAL) * causal;
+}
+
 void kern_softmax_forward(float *probs, const float *scores, int R, int T, float scale,
                           pl_stream *s) {
-    KERN_DISPATCH("softmax_fwd", 8.0 * R * T * T, (4 + KERN_TRANSCENDENTAL) * R * T * (T + 1) / 2.0,
+    double bytes, flops;
+    kern_softmax_cost(R, T, 0, &bytes, &flops);
+    KERN_DISPATCH("softmax_fwd", bytes, flops,
                   kern_softmax_forward_cuda(probs, scores, R, T, scale, s),
                   kern_softmax_forward_ref(probs, scores, R, T, scale));
 }
 
 void kern_softmax_backward(float *dscores, const float *dprobs, const float *probs, int R, int T,
                            float scale, pl_stream *s) {
-    KERN_DISPATCH("softmax_bwd", 12.0 * R * T * T, 5.0 * R * T * (T + 1) / 2.0,
+    double bytes, flops;
+    kern_softmax_cost(R, T, 1, &bytes, &flops);
+    KERN_DISPATCH("softmax_bwd", bytes, flops,
                   kern_softmax_backward_cuda(dscores, dprobs, probs, R, T, scale, s),
                   kern_softmax_backward_ref(dscores, dprobs, probs, R, T, scale));
 }

@@ -25,6 +25,10 @@ void kern_softmax_backward(float *dscores,      /* [R, T, T] */
                            const float *probs,  /* [R, T, T] */
                            int R, int T, float scale, pl_stream *s);
 
+/* Bytes read + written and flops of one call, as the trace and the cost model count
+ * them (docs/cost-model.md, "Kernels"). */
+void kern_softmax_cost(int R, int T, int backward, double *bytes, double *flops);
+
 void kern_softmax_forward_ref(float *probs, const float *scores, int R, int T, float scale);
 void kern_softmax_backward_ref(float *dscores, const float *dprobs, const float *probs, int R,
                                int T, float scale);

@@ -42,16 +42,28 @@ void kern_xent_backward_ref(float *dlogits, const float *probs, const int *targe
 /* Dispatchers                                                                         */
 /* ================================================================================== */
 
+void kern_xent_cost(int N, int V, int backward, double *bytes, double *flops) {
+    double nv = (double)N * V;
+    /* forward: logits read, probs written, targets read, losses written (one expf per
+     * logit, one logf per row); backward: probs read, dlogits written, targets read */
+    *bytes = backward ? 8.0 * nv + 4.0 * N : 8.0 * nv + 8.0 * N;
+    *flops = backward ? 2.0 * nv : (4 + KERN_TRANSCENDENTAL) * nv + KERN_TRANSCENDENTAL * N;
+}
+
 void kern_xent_forward(float *losses, float *probs, const float *logits, const int *targets,
                        int N, int V, pl_stream *s) {
-    KERN_DISPATCH("xent_fwd", 8.0 * N * V + 8.0 * N, (4 + KERN_TRANSCENDENTAL) * N * V + KERN_TRANSCENDENTAL * N,
+    double bytes, flops;
+    kern_xent_cost(N, V, 0, &bytes, &flops);
+    KERN_DISPATCH("xent_fwd", bytes, flops,
                   kern_xent_forward_cuda(losses, probs, logits, targets, N, V, s),
                   kern_xent_forward_ref(losses, probs, logits, targets, N, V));
 }
 
 void kern_xent_backward(float *dlogits, const float *probs, const int *targets, int N, int V,
                         pl_stream *s) {
-    KERN_DISPATCH("xent_bwd", 8.0 * N * V + 4.0 * N, 2.0 * N * V,
+    double bytes, flops;
+    kern_xent_cost(N, V, 1, &bytes, &flops);
+    KERN_DISPATCH("xent_bwd", bytes, flops,
                   kern_xent_backward_cuda(dlogits, probs, targets, N, V, s),
                   kern_xent_backward_ref(dlogits, probs, targets, N, V));
 }

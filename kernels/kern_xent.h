@@ -24,6 +24,10 @@ void kern_xent_backward(float *dlogits,     /* [N, V] */
                         const int *targets, /* [N]    */
                         int N, int V, pl_stream *s);
 
+/* Bytes read + written and flops of one call, as the trace and the cost model count
+ * them (docs/cost-model.md, "Kernels"). */
+void kern_xent_cost(int N, int V, int backward, double *bytes, double *flops);
+
 void kern_xent_forward_ref(float *losses, float *probs, const float *logits, const int *targets,
                            int N, int V);
 void kern_xent_backward_ref(float *dlogits, const float *probs, const int *targets, int N, int V);

@@ -1,71 +1,168 @@
 #!/usr/bin/env bash
-# gpu-validate.sh OUT_DIR - everything ParaLab can check on a machine with an NVIDIA GPU,
-# in one go: build the cuda flavour for this GPU, run the harness tests on the cuda device
-# (NCCL with one rank; the MPI comm backend with several ranks sharing the GPU), Lab 0 and
-# Lab 1's solution through the grader, and the benchmarks. Full logs go to OUT_DIR; a short
-# table is printed last (and saved as OUT_DIR/summary.txt) for docs/gpu-validation.md.
+# gpu-validate.sh OUT_DIR [STEP...] - everything ParaLab can check on a machine with an
+# NVIDIA GPU, in one go. Steps (default: all, in this order):
+#   build    the cpu and cuda flavours, the cuda one for this GPU only
+#   harness  harness tests on the cuda device: NCCL with one rank, the MPI comm backend
+#            with 2 and 4 ranks sharing the GPU; the watchdog on cuda+mpi
+#   kernels  the CUDA kernels against their CPU references; make bench-kernels
+#   labs     the solutions of Labs 0, 1, 2, 3, 6 through the grader (Lab 2 also in TF32),
+#            and the Lab 1 starter (must score 0)
+#   bench    Lab 2 GEMM efficiency and cost model, Lab 6 step times, harness vs NCCL/cuBLAS
+#   train    Lab 6 on Fashion-MNIST (1 rank NCCL; 2 ranks cuda+mpi), when the data is found
+# Each check has its own time limit, so one that hangs costs only its own minutes. Full logs
+# go to OUT_DIR; a short table is printed last (and saved as OUT_DIR/summary.txt) for
+# docs/gpu-validation.md.
 #
-# Environment: NCCL_HOME=dir (include/ + lib/) when nccl.h is not in the CUDA toolkit;
-# CUDA_ARCH (default: this GPU's, from nvidia-smi).
+# Environment: NCCL_HOME=dir (include/ + lib/) when nccl.h is not in the CUDA toolkit (found
+# by itself in the nvidia-nccl Python wheel); CUDA_ARCH (default: this GPU's, from
+# nvidia-smi); FASHION_MNIST_DIR for the train step.
 set -u
 cd "$(dirname "$0")/.."
-OUT=${1:?usage: scripts/gpu-validate.sh OUT_DIR}
+OUT=${1:?usage: scripts/gpu-validate.sh OUT_DIR [build harness kernels labs bench train]}
+shift
+STEPS=${*:-build harness kernels labs bench train}
 mkdir -p "$OUT"
 export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+unset PL_DEVICE PL_COMM TRACE PL_TF32
 SUMMARY=$OUT/summary.txt
-: >"$SUMMARY"
-row() { printf '%-58s %s\n' "$1" "$2" | tee -a "$SUMMARY"; }
+touch "$SUMMARY"
+row() { printf '%-62s %s\n' "$1" "$2" | tee -a "$SUMMARY"; }
+want() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
+logname() { echo "$OUT/$(echo "$1" | tr -c 'A-Za-z0-9.\n-' '_').log"; }
+T0=$SECONDS
+stamp() { echo "# [$((SECONDS - T0)) s] $*" | tee -a "$SUMMARY"; }
 
 nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1 || { echo "gpu-validate: nvidia-smi failed: no GPU here" >&2; exit 1; }
 cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d '.')
 ARCH=${CUDA_ARCH:-$cc}
-gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -n 1)
-row "GPU" "$gpu (sm_$cc)"
-row "nvcc" "$(nvcc --version | tail -n 1)"
+if [ -z "${NCCL_HOME:-}" ] && ! [ -f "$(dirname "$(dirname "$(command -v nvcc)")")/include/nccl.h" ]; then
+    d=$(python3 -c "import nvidia.nccl,os;print(os.path.dirname(nvidia.nccl.__file__))" 2>/dev/null)
+    [ -n "$d" ] && [ -f "$d/include/nccl.h" ] && export NCCL_HOME=$d
+fi
+if want build; then
+    row "GPU" "$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -n 1) (sm_$cc)"
+    row "nvcc" "$(nvcc --version | tail -n 1)"
+    row "NCCL headers" "${NCCL_HOME:-in the CUDA toolkit} ($(grep -hE '^#define NCCL_(MAJOR|MINOR|PATCH)' ${NCCL_HOME:+$NCCL_HOME/include/}nccl.h 2>/dev/null | awk '{printf "%s%s", s, $3; s="."}'))"
+    row "host" "$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
+fi
 
 MK=(make --no-print-directory CUDA_ARCH="$ARCH" ${NCCL_HOME:+NCCL_HOME=$NCCL_HOME} FLAVOR=cuda)
-if "${MK[@]}" -j"$(nproc)" all test-bins >"$OUT/build.log" 2>&1; then row "build (cuda flavour, sm_$ARCH)" "ok"; else
-    row "build (cuda flavour, sm_$ARCH)" "FAILED (see build.log)"; tail -n 20 "$OUT/build.log"; exit 1; fi
 
-tap() { # tap LABEL NP ARGS... : run a harness test binary, count ok/not ok
-    local label=$1 np=$2; shift 2
-    local log="$OUT/$(echo "$label" | tr ' /' '__').log"
-    timeout 300 mpirun -np "$np" "$@" >"$log" 2>&1
+if want build; then
+    stamp build
+    if "${MK[@]}" -j"$(nproc)" all test-bins kernel-tests build/cuda/bench/bench_gpu >"$OUT/build.log" 2>&1; then
+        row "build (cpu + cuda flavours, sm_$ARCH)" "ok, nccl backend $(nm build/cuda/libparalab.a 2>/dev/null | grep -q ' pl_comm_nccl' && echo built || echo MISSING), $((SECONDS - T0)) s"
+    else
+        row "build (cpu + cuda flavours, sm_$ARCH)" "FAILED (see build.log)"; tail -n 30 "$OUT/build.log"; exit 1
+    fi
+    "${MK[@]}" -s driver LAB=06-ddp SRC=solutions/06-ddp BIN=build/cuda/solutions/lab06 >/dev/null 2>&1
+    timeout 120 "${MK[@]}" doctor >"$OUT/doctor.log" 2>&1
+    grep -iE 'nccl|driver' "$OUT/doctor.log" | head -n 3 | sed 's/^/    /' | tee -a "$SUMMARY"
+fi
+
+tap() { # tap LABEL TIMEOUT NP ARGS... : run a TAP-printing program, count ok / not ok
+    local label=$1 to=$2 np=$3; shift 3
+    local log; log=$(logname "$label")
+    local s=$SECONDS
+    timeout "$to" mpirun -np "$np" "$@" >"$log" 2>&1
     local rc=$? okc notc
     okc=$(grep -c '^ok - ' "$log"); notc=$(grep -c '^not ok - ' "$log")
-    row "$label" "$okc ok, $notc not ok, exit $rc"
+    row "$label" "$okc ok, $notc not ok, exit $rc, $((SECONDS - s)) s"
+    grep '^not ok - ' "$log" | head -n 5 | sed 's/^/    /' | tee -a "$SUMMARY"
 }
-for t in test_rng test_gemm test_collectives test_streams; do
-    tap "$t cuda+nccl np1" 1 build/cuda/tests/$t --device cuda --comm nccl
-    tap "$t cuda+mpi np2" 2 build/cuda/tests/$t --device cuda --comm mpi
-done
-tap "test_collectives cuda+mpi np4" 4 build/cuda/tests/test_collectives --device cuda --comm mpi
-timeout 60 mpirun -np 2 build/cuda/tests/misbehave deadlock --device cuda --comm mpi --watchdog 3 >"$OUT/watchdog.log" 2>&1
-row "watchdog on cuda+mpi (planted deadlock), exit" "$? ($(grep -c 'waits in' "$OUT/watchdog.log") rank lines)"
 
-grade() { # grade LABEL make-args...
-    local label=$1; shift
-    local log="$OUT/$(echo "$label" | tr ' /=' '___').log"
-    timeout 900 "${MK[@]}" "$@" >"$log" 2>&1
-    row "$label" "$(tail -n 1 "$log")"
+if want harness; then
+    stamp harness
+    for t in test_rng test_gemm test_collectives test_streams; do
+        tap "$t cuda+nccl np1" 120 1 build/cuda/tests/$t --device cuda --comm nccl
+        tap "$t cuda+mpi np2" 180 2 build/cuda/tests/$t --device cuda --comm mpi
+    done
+    tap "test_collectives cuda+mpi np4" 240 4 build/cuda/tests/test_collectives --device cuda --comm mpi
+    timeout 60 mpirun -np 2 build/cuda/tests/misbehave deadlock --device cuda --comm mpi --watchdog 3 >"$OUT/watchdog.log" 2>&1
+    rc=$?
+    row "watchdog on cuda+mpi, planted deadlock (want exit 86, 2 lines)" "exit $rc, $(grep -c 'waits in' "$OUT/watchdog.log") rank lines"
+    timeout 60 mpirun -np 1 build/cuda/solutions/lab01 --device cuda --comm nccl -q -b 8 -e 8 >"$OUT/backends.log" 2>&1
+    row "backends picked (np1, cuda+nccl)" "$(grep -m1 -o 'device [a-z]*, comm [a-z]*.*' "$OUT/backends.log" | cut -c1-60)"
+    grep -m1 -io 'nccl [0-9][0-9.]*' "$OUT/backends.log" | sed 's/^/    /' | tee -a "$SUMMARY"
+fi
+
+if want kernels; then
+    stamp kernels
+    tap "kernels: CUDA vs CPU reference" 300 1 build/cuda/tests/test_kernels_cuda --device cuda
+    timeout 300 "${MK[@]}" bench-kernels >"$OUT/bench-kernels.log" 2>&1
+    grep '^ratio' "$OUT/bench-kernels.log" | while IFS= read -r l; do row "bench-kernels" "$l"; done
+fi
+
+grade() { # grade LABEL TIMEOUT make-args...
+    local label=$1 to=$2; shift 2
+    local log; log=$(logname "$label")
+    local s=$SECONDS
+    timeout "$to" "${MK[@]}" "$@" >"$log" 2>&1
+    local rc=$?
+    row "$label" "$(grep '^score:' "$log" | tail -n 1), exit $rc, $((SECONDS - s)) s"
+    grep -E '^ *(FAIL|fail|TIMEOUT|CRASH)' "$log" | head -n 5 | sed 's/^/    /' | tee -a "$SUMMARY"
 }
-grade "lab 0 np1 cuda+nccl" lab-0 NP=1 COMM=nccl
-grade "lab 0 np2 cuda+mpi" lab-0 NP=2 COMM=mpi
-grade "lab 1 solution np1 cuda+nccl" lab-1 SOLUTION=1 NP=1 COMM=nccl
-grade "lab 1 solution np2,4 cuda+mpi" lab-1 SOLUTION=1 NP="2 4" COMM=mpi
-grade "lab 1 starter np2 cuda+mpi (must be 0)" lab-1 NP=2 COMM=mpi
+if want labs; then
+    stamp labs
+    grade "lab 0 np1 cuda+nccl" 120 lab-0 NP=1 COMM=nccl
+    grade "lab 0 np2 cuda+mpi" 120 lab-0 NP=2 COMM=mpi
+    grade "lab 1 solution np1 cuda+nccl" 300 lab-1 SOLUTION=1 NP=1 COMM=nccl
+    grade "lab 1 solution np2,4 cuda+mpi" 400 lab-1 SOLUTION=1 NP="2 4" COMM=mpi
+    grade "lab 1 starter np2 cuda+mpi (must be 0)" 200 lab-1 NP=2 COMM=mpi
+    grade "lab 2 solution np1 cuda+nccl (fp32)" 300 lab-2 SOLUTION=1 NP=1 COMM=nccl
+    PL_TF32=1 grade "lab 2 solution np1 cuda+nccl (PL_TF32=1)" 300 lab-2 SOLUTION=1 NP=1 COMM=nccl
+    grade "lab 2 solution np2,4 cuda+mpi" 400 lab-2 SOLUTION=1 NP="2 4" COMM=mpi
+    PL_TF32=1 grade "lab 2 solution np2 cuda+mpi (PL_TF32=1)" 300 lab-2 SOLUTION=1 NP=2 COMM=mpi
+    grade "lab 3 solution np1 cuda+nccl" 300 lab-3 SOLUTION=1 NP=1 COMM=nccl
+    grade "lab 3 solution np2,4 cuda+mpi" 400 lab-3 SOLUTION=1 NP="2 4" COMM=mpi
+    grade "lab 6 solution np1 cuda+nccl" 300 lab-6 SOLUTION=1 NP=1 COMM=nccl
+    grade "lab 6 solution np2 cuda+mpi" 300 lab-6 SOLUTION=1 NP=2 COMM=mpi
+fi
 
-grade "lab 2 solution np1 cuda+nccl (TF32)" lab-2 SOLUTION=1 NP=1 COMM=nccl
-grade "lab 2 solution np2,4 cuda+mpi" lab-2 SOLUTION=1 NP="2 4" COMM=mpi
-grade "lab 3 solution np1 cuda+nccl" lab-3 SOLUTION=1 NP=1 COMM=nccl
-grade "lab 3 solution np2,4 cuda+mpi" lab-3 SOLUTION=1 NP="2 4" COMM=mpi
-grade "lab 6 solution np1 cuda+nccl" lab-6 SOLUTION=1 NP=1 COMM=nccl
-grade "lab 6 solution np2 cuda+mpi" lab-6 SOLUTION=1 NP=2 COMM=mpi
-tap "kernels: CUDA vs CPU reference" 1 build/cuda/tests/test_kernels_cuda --device cuda
-timeout 600 "${MK[@]}" bench-kernels >"$OUT/bench-kernels.log" 2>&1
-grep '^ratio' "$OUT/bench-kernels.log" | while IFS= read -r l; do row "bench-kernels" "$l"; done
-timeout 600 make --no-print-directory bench >"$OUT/bench.log" 2>&1
-grep '^ratio' "$OUT/bench.log" | while IFS= read -r l; do row "bench" "$l"; done
+if want bench; then
+    stamp bench
+    log=$OUT/bench-gpu.log
+    timeout 300 mpirun -np 1 build/cuda/bench/bench_gpu >"$log" 2>&1
+    grep -E '^(ratio|# bench_gpu)' "$log" | while IFS= read -r l; do row "bench_gpu" "$l"; done
+    log=$OUT/bench-lab2.log
+    : >"$log"
+    for np in 1 2 4; do
+        timeout 120 mpirun -np $np build/cuda/solutions/lab02 --device cuda --comm $([ $np = 1 ] && echo nccl || echo mpi) \
+            --bench-gemm 4096,4096,8192 -n 20 >>"$log" 2>&1
+        timeout 120 mpirun -np $np build/cuda/solutions/lab02 --device cuda --comm $([ $np = 1 ] && echo nccl || echo mpi) \
+            --bench 2048,4096,16384 -n 10 -w 2 >>"$log" 2>&1
+    done
+    grep -E '^(ratio|scaling)' "$log" | while IFS= read -r l; do row "lab2 cuda" "$l"; done
+    log=$OUT/bench-lab6.log
+    : >"$log"
+    for np in 1 2; do
+        for h in 256 2048; do
+            timeout 120 mpirun -np $np build/cuda/solutions/lab06 --device cuda --comm $([ $np = 1 ] && echo nccl || echo mpi) \
+                --bench 20 --hidden $h --batch 256 >>"$log" 2>&1
+        done
+    done
+    grep '^bench06' "$log" | while IFS= read -r l; do row "lab6 cuda" "$l"; done
+    timeout 300 "${MK[@]}" scaling LAB=2 SOLUTION=1 NP="1 2 4" >"$OUT/scaling-2.log" 2>&1
+    row "make scaling LAB=2 (np 1 2 4), exit $?" "table in scaling-2.log"
+fi
+
+if want train; then
+    stamp train
+    if [ -n "${FASHION_MNIST_DIR:-}" ] || [ -d /usr/share/datasets/fashion-mnist ]; then
+        for cfg in "1 nccl" "2 mpi"; do
+            set -- $cfg
+            log=$OUT/train-np$1.log
+            timeout 300 mpirun -np "$1" build/cuda/solutions/lab06 --device cuda --comm "$2" --train 1 --epochs 5 \
+                --csv "$OUT/train-np$1.dat" >"$log" 2>&1
+            rc=$?
+            row "lab 6 train np$1 cuda+$2, 5 epochs (exit $rc)" "$(tail -n 1 "$OUT/train-np$1.dat" 2>/dev/null)"
+            grep -iE 'img/s|step' "$log" | tail -n 2 | sed 's/^/    /' | tee -a "$SUMMARY"
+        done
+    else
+        row "lab 6 train" "skipped: no Fashion-MNIST (set FASHION_MNIST_DIR)"
+    fi
+fi
+stamp done
 echo
 cat "$SUMMARY"

@@ -27,6 +27,7 @@ field() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 for n in $NP; do
     s=$(run "$n" "$T,$D,$F") || exit 1
     w=$(run "$n" "$T,$D,$((FW * n))") || exit 1
+    device=$(field "$s" device)
     echo "$n $(field "$s" time_us) $(field "$s" flops_per_rank) $(field "$s" comm_frac) $(field "$s" pred_us) $(field "$s" pred_comm_frac) $(field "$s" pred_this_us)" >>"$OUTDIR/strong.dat"
     echo "$n $(field "$w" time_us) $(field "$w" flops_per_rank) $(field "$w" comm_frac) $(field "$w" pred_us) $(field "$w" pred_comm_frac) $(field "$w" pred_this_us)" >>"$OUTDIR/weak.dat"
 done
@@ -46,8 +47,13 @@ for kind in strong weak; do
     table "$OUTDIR/$kind.dat" $kind
 done | tee "$OUTDIR/scaling.txt"
 
-# The model against this machine, where it can be checked: 1 and 2 ranks on the cpu.
-if [ -n "$THIS" ]; then
+# The model against this machine, where it can be checked: 1 and 2 ranks on the cpu (the
+# this-machine profile describes the cpu backend: make calibrate measures it).
+if [ -n "$THIS" ] && [ "$device" != cpu ]; then
+    echo
+    echo "## cost model vs this machine: skipped, the runs used the $device device and the this-machine"
+    echo "## profile describes the cpu backend (make calibrate)"
+elif [ -n "$THIS" ]; then
     echo
     echo "## cost model vs this machine (profile this-machine, calibrated by make calibrate)"
     awk '$1 == 1 || $1 == 2 { printf "np %d: measured %.1f us, predicted %.1f us, error %+.1f%%\n", $1, $2, $7, 100 * ($7 - $2) / $2 }' "$OUTDIR/strong.dat"

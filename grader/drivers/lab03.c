@@ -21,8 +21,11 @@
 
 #include "driver.h"
 #include "kern_attention.h"
+#include "kern_bias.h"      // defines: kern_bias_cost (the predicted block's kernels)
 #include "kern_gelu.h"
 #include "kern_layernorm.h"
+#include "kern_residual.h"  // defines: kern_residual_cost
+#include "kern_softmax.h"   // defines: kern_softmax_cost
 #include "megatron.h"
 #include "pl_costmodel.h" // defines: plc_profile_load, plc_replay (the dgx-h100 prediction)
 
@@ -534,6 +537,58 @@ static void case_train(bool sp) {
 /* Cost-model prediction: the block's GEMMs and collectives at a realistic size        */
 /* ================================================================================== */
 
+/* One rank's ops of the block, forward then backward, as kernels/ and pl_gemm record them:
+ * layernorm, QKV GEMM + bias, attention (2 batched GEMMs around a causal softmax), output
+ * projection, reduction (all-reduce, or reduce-scatter with sp), bias, residual; then the
+ * MLP the same way with GELU. Backward mirrors it with two GEMMs per weight and, with sp,
+ * gathers twice (the gradient, and the input again for dW) and reduce-scatters once. */
+typedef struct {
+    plc_op *ops;
+    size_t n;
+    int rank, tp;
+} block_ops;
+static void add(block_ops *b, pl_op_kind kind, double flops, double bytes) {
+    double t = 2.0 * (double)b->n;
+    b->ops[b->n++] = (plc_op){.rank = b->rank, .kind = kind, .comm_id = b->tp > 1 ? 1 : 0, .comm_size = b->tp,
+                              .peer = -1, .bytes = bytes, .flops = flops, .t_start = t, .t_end = t + 1};
+}
+static void add_gemm(block_ops *b, double m, double n, double k) {
+    add(b, PL_OP_GEMM, 2 * m * n * k, 4 * (m * k + k * n + m * n));
+}
+#define ADD_KERNEL(b, cost_call)        \
+    do {                                \
+        double by_, fl_;                \
+        cost_call;                      \
+        add(b, PL_OP_KERNEL, fl_, by_); \
+    } while (0)
+
+static void block_rank_ops(block_ops *b, int T, int B, int C, int H, int F, int sp) {
+    int tp = b->tp, N = T * B, Nl = sp ? N / tp : N, Cl = C / tp, Fl = F / tp, Hl = H / tp, hs = C / H;
+    double S = 4.0 * N * C; /* the activation the block reduces or gathers */
+    pl_op_kind reduce = sp ? PL_OP_REDUCE_SCATTER : PL_OP_ALLREDUCE;
+    for (int pass = 0; pass < 2; pass++) {
+        int bwd = pass;
+        for (int half = 0; half < 2; half++) { /* attention, then MLP */
+            ADD_KERNEL(b, kern_layernorm_cost(Nl, C, bwd, &by_, &fl_));
+            if (tp > 1 && sp) add(b, PL_OP_ALLGATHER, 0, S);
+            if (tp > 1 && sp && bwd) add(b, PL_OP_ALLGATHER, 0, S); /* the gathered input again, for dW */
+            int width = half == 0 ? 3 * Cl : Fl;
+            for (int g = 0; g <= bwd; g++) add_gemm(b, N, width, C); /* in-projection (+ its dW) */
+            ADD_KERNEL(b, kern_bias_cost(N, width, bwd, &by_, &fl_));
+            if (half == 0) {
+                for (int g = 0; g < (bwd ? 4 : 2); g++) add(b, PL_OP_GEMM, 2.0 * B * Hl * T * (double)T * hs, 0);
+                ADD_KERNEL(b, kern_softmax_cost(B * Hl, T, bwd, &by_, &fl_));
+            } else {
+                ADD_KERNEL(b, kern_gelu_cost((size_t)N * Fl, bwd, &by_, &fl_));
+            }
+            for (int g = 0; g <= bwd; g++) add_gemm(b, N, C, half == 0 ? Cl : Fl); /* out-projection */
+            if (tp > 1) add(b, bwd && !sp ? PL_OP_ALLREDUCE : reduce, 0, S);
+            ADD_KERNEL(b, kern_bias_cost(Nl, C, bwd, &by_, &fl_));
+            ADD_KERNEL(b, kern_residual_cost((size_t)Nl * C, 0, &by_, &fl_));
+        }
+    }
+}
+
 static void print_prediction(void) {
     if (g_me != 0) return;
     plc_profile prof;
@@ -542,38 +597,19 @@ static void print_prediction(void) {
         drv_print("costmodel: dgx-h100 profile not available (%s)\n", err);
         return;
     }
-    const double T = 1024, B = 8, C = 1024, H = 16, F = 4096, hs = C / H, N = T * B, S = N * C * 4;
+    const int T = 1024, B = 8, C = 1024, H = 16, F = 4096;
     for (int tp = 1; tp <= 8; tp *= 2) {
         for (int sp = 0; sp <= 1; sp++) {
-            plc_op *ops = calloc((size_t)tp * 64, sizeof *ops);
-            size_t n = 0;
-            double fwd[4] = {2 * N * C * 3 * C / tp, 4 * B * (H / tp) * T * T * hs, 2 * N * C * C / tp, 0};
-            double mlp[2] = {2 * N * C * F / tp, 2 * N * F * C / tp};
-            for (int r = 0; r < tp; r++) {
-                double t = 0;
-#define OP(k, fl, by) ops[n++] = (plc_op){r, (k), 0, tp > 1 ? 1 : 0, tp, -1, (by), (fl), t, t + 1}, t += 2
-                for (int pass = 0; pass < 2; pass++) { /* forward, then backward (2x flops) */
-                    double m = pass ? 2 : 1;
-                    if (tp > 1 && sp) OP(PL_OP_ALLGATHER, 0, S);
-                    if (tp > 1 && sp && pass) OP(PL_OP_ALLGATHER, 0, S);
-                    OP(PL_OP_GEMM, m * fwd[0], 0);
-                    OP(PL_OP_GEMM, m * fwd[1], 0);
-                    OP(PL_OP_GEMM, m * fwd[2], 0);
-                    if (tp > 1) OP(sp ? PL_OP_REDUCE_SCATTER : PL_OP_ALLREDUCE, 0, S);
-                    if (tp > 1 && sp) OP(PL_OP_ALLGATHER, 0, S);
-                    if (tp > 1 && sp && pass) OP(PL_OP_ALLGATHER, 0, S);
-                    OP(PL_OP_GEMM, m * mlp[0], 0);
-                    OP(PL_OP_GEMM, m * mlp[1], 0);
-                    if (tp > 1) OP(sp ? PL_OP_REDUCE_SCATTER : PL_OP_ALLREDUCE, 0, S);
-                }
-#undef OP
-            }
+            block_ops b = {calloc((size_t)tp * 128, sizeof(plc_op)), 0, 0, tp};
+            PL_CHECK(b.ops != NULL, "out of host memory");
+            for (b.rank = 0; b.rank < tp; b.rank++) block_rank_ops(&b, T, B, C, H, F, sp);
             plc_prediction pr;
-            if (plc_replay(&prof, ops, n, tp, &pr, err, sizeof err) == 0)
-                drv_print("costmodel dgx-h100 block fwd+bwd (T=1024 B=8 C=1024 H=16 F=4096, GEMMs + collectives) tp=%d sp=%d: %.1f us, comm fraction %.2f, %.1f TFLOP/s per GPU\n",
-                          tp, sp, pr.step_time * 1e6, pr.comm_fraction, pr.flops / tp / pr.step_time / 1e12);
+            if (plc_replay(&prof, b.ops, b.n, tp, &pr, err, sizeof err) == 0)
+                drv_print("costmodel dgx-h100 block fwd+bwd (T=%d B=%d C=%d H=%d F=%d: GEMMs, kernels, collectives) tp=%d sp=%d: "
+                          "%.1f us, comm fraction %.2f, %.1f TFLOP/s per GPU\n",
+                          T, B, C, H, F, tp, sp, pr.step_time * 1e6, pr.comm_fraction, pr.flops / tp / pr.step_time / 1e12);
             else drv_print("costmodel: replay failed at tp=%d: %s\n", tp, err);
-            free(ops);
+            free(b.ops);
         }
     }
 }

@@ -150,6 +150,40 @@ int main(int argc, char **argv) {
     rc = plc_replay_trace(&p, first, pl_comm_world(), &pr, err, sizeof err);
     want = plc_kernel_time(&p, 0, 8.0 * 64 * 64) + plc_kernel_time(&p, 64 * 64, 12.0 * 64 * 64);
     tap_check(rc == 0 && close_to(pr.step_time, want), "replay of recorded kernels = hand formula");
+    /* Cross-stream order as a GPU keeps it: from the recorded event waits and syncs, not
+     * from the order the cpu device happened to run things in. */
+    int64_t cnt = 256 * 1024;
+    float *G = pl_malloc_floats((size_t)cnt);
+    pl_fill(G, 1.0f, (size_t)cnt, NULL);
+    pl_event *done = pl_event_create();
+    double t_gemm = plc_gemm_time(&p, 2.0 * 64 * 64 * 64, 4.0 * 3 * 64 * 64);
+    double t_ar = plc_coll_time(&p, PL_OP_ALLREDUCE, n, n > 2 ? 2 : 1, 4.0 * (double)cnt);
+    for (int wait = 0; wait <= 1; wait++) {
+        pl_device_sync();
+        first = pl_trace_count();
+        pl_gemm(false, false, 64, 64, 64, 1, A, 64, A, 64, 0, C, 64, NULL);
+        pl_event_record(done, NULL);
+        if (wait) pl_stream_wait_event(pl_stream_comm(), done);
+        pl_allreduce(G, G, (size_t)cnt, PL_SUM, pl_comm_world(), pl_stream_comm());
+        pl_device_sync();
+        rc = plc_replay_trace(&p, first, pl_comm_world(), &pr, err, sizeof err);
+        want = wait ? t_gemm + t_ar : (t_gemm > t_ar ? t_gemm : t_ar);
+        tap_check(rc == 0 && close_to(pr.step_time, want),
+                  wait ? "replay of a recorded run: a comm-stream all-reduce that waits for the GEMM's event starts after it"
+                       : "replay of a recorded run: without the event wait the all-reduce runs beside the GEMM");
+    }
+    /* A host sync orders the streams too: the all-reduce issued after pl_stream_sync follows. */
+    pl_device_sync();
+    first = pl_trace_count();
+    pl_gemm(false, false, 64, 64, 64, 1, A, 64, A, 64, 0, C, 64, NULL);
+    pl_stream_sync(NULL);
+    pl_allreduce(G, G, (size_t)cnt, PL_SUM, pl_comm_world(), pl_stream_comm());
+    pl_device_sync();
+    rc = plc_replay_trace(&p, first, pl_comm_world(), &pr, err, sizeof err);
+    tap_check(rc == 0 && close_to(pr.step_time, t_gemm + t_ar),
+              "replay of a recorded run: work issued after a stream sync follows what the host waited for");
+    pl_event_destroy(done);
+    pl_free(G);
     pl_free(A);
     pl_free(C);
     return tap_finish();

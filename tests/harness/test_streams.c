@@ -15,6 +15,7 @@ int main(int argc, char **argv) {
 
     pl_fill(a, 1.0f, cnt, comp);
     pl_event_record(t0, comp);
+    pl_stream_wait_event(comm, t0); /* the allreduce reads what the fill wrote */
     pl_allreduce(a, a, cnt, PL_SUM, pl_comm_world(), comm);
     pl_event_record(ready, comm);
     pl_stream_wait_event(comp, ready);

@@ -1,7 +1,8 @@
 /* test_kernels.c - the CPU references of kernels/ (layernorm, residual, causal softmax,
  * attention, embedding) against float64 versions written here, every gradient against
  * central finite differences of the float64 forward, and each dispatcher on the cpu
- * device against its reference. Prints one "ok - ..." / "not ok - ..." line per check.
+ * device against its reference, and every dispatcher's trace record against its kern_*_cost.
+ * Prints one "ok - ..." / "not ok - ..." line per check.
  *
  *   mpirun -np 1 build/cpu/tests/test_kernels
  */
@@ -12,10 +13,14 @@
 
 #include "../harness/tap.h" // defines: tap_check, tap_finish (and includes pl.h)
 #include "kern_attention.h"
+#include "kern_bias.h"
 #include "kern_embedding.h"
+#include "kern_gelu.h"
 #include "kern_layernorm.h"
+#include "kern_optim.h"
 #include "kern_residual.h"
 #include "kern_softmax.h"
+#include "kern_xent.h"
 
 #define REF_TOL 1e-6 /* float32 reference vs float64: relative Frobenius error       */
 #define FD_TOL 1e-5  /* float32 backward vs float64 finite differences (h = 1e-5)   */
@@ -323,6 +328,54 @@ static void test_embedding(void) {
     free(dwpe); free(g64); free(fd); free(out2);
 }
 
+/* The last trace event is a kernel named `name` with the counts its cost function gives. */
+static void check_record(const char *name, double bytes, double flops) {
+    size_t n = pl_trace_count();
+    const pl_trace_event *e = n ? &pl_trace_events()[n - 1] : NULL;
+    char what[160];
+    snprintf(what, sizeof what, "trace: %s records a kernel with its cost function's bytes (%.0f) and flops (%.0f)",
+             name, bytes, flops);
+    tap_check(e && e->kind == PL_OP_KERNEL && e->name && !strcmp(e->name, name) && (double)e->bytes == bytes &&
+                  e->flops == flops && e->t_end >= e->t_start,
+              what);
+}
+
+static void test_recording(void) {
+    enum { R = 6, C = 10, N = R * C };
+    float *a = pl_malloc_floats(N), *b = pl_malloc_floats(N), *c = pl_malloc_floats(N), *d = pl_malloc_floats(N);
+    float *m = pl_malloc_floats(N), *v = pl_malloc_floats(N);
+    int *tok = pl_malloc(R * sizeof(int));
+    pl_fill(a, 0.5f, N, NULL), pl_fill(b, 0.25f, N, NULL), pl_fill(c, 0.0f, N, NULL), pl_fill(d, 1.0f, N, NULL);
+    pl_fill(m, 0.0f, N, NULL), pl_fill(v, 0.0f, N, NULL);
+    pl_memset(tok, 0, R * sizeof(int), NULL);
+    double by, fl;
+    kern_gelu_forward(b, a, N, NULL), kern_gelu_cost(N, 0, &by, &fl), check_record("gelu_fwd", by, fl);
+    kern_gelu_backward(c, d, a, N, NULL), kern_gelu_cost(N, 1, &by, &fl), check_record("gelu_bwd", by, fl);
+    kern_bias_forward(b, a, R, C, NULL), kern_bias_cost(R, C, 0, &by, &fl), check_record("bias_fwd", by, fl);
+    kern_bias_backward(c, a, R, C, NULL), kern_bias_cost(R, C, 1, &by, &fl), check_record("bias_bwd", by, fl);
+    kern_residual_forward(c, a, b, N, NULL), kern_residual_cost(N, 0, &by, &fl), check_record("residual_fwd", by, fl);
+    kern_residual_backward(c, d, a, N, NULL), kern_residual_cost(N, 1, &by, &fl), check_record("residual_bwd", by, fl);
+    /* 2 positions x 3 sequences x 10 channels; wte has one row (token 0), wpe two */
+    kern_embedding_forward(c, tok, a, b, 2, 3, C, 0, NULL), kern_embedding_cost(2, 3, C, 0, &by, &fl);
+    check_record("embedding_fwd", by, fl);
+    kern_embedding_backward(d, m, a, tok, 2, 3, C, 0, NULL), kern_embedding_cost(2, 3, C, 1, &by, &fl);
+    check_record("embedding_bwd", by, fl);
+    kern_layernorm_forward(c, m, v, a, b, d, R, C, 1e-5f, NULL), kern_layernorm_cost(R, C, 0, &by, &fl);
+    check_record("layernorm_fwd", by, fl);
+    kern_layernorm_backward(c, m + C, v + C, a, b, d, m, v, R, C, NULL), kern_layernorm_cost(R, C, 1, &by, &fl);
+    check_record("layernorm_bwd", by, fl);
+    /* 1 row group of T = 6 scores per row (6 x 6 = 36 <= N) */
+    kern_softmax_forward(c, a, 1, 6, 1.0f, NULL), kern_softmax_cost(1, 6, 0, &by, &fl), check_record("softmax_fwd", by, fl);
+    kern_softmax_backward(d, a, c, 1, 6, 1.0f, NULL), kern_softmax_cost(1, 6, 1, &by, &fl), check_record("softmax_bwd", by, fl);
+    kern_xent_forward(m, c, a, tok, R, C, NULL), kern_xent_cost(R, C, 0, &by, &fl), check_record("xent_fwd", by, fl);
+    kern_xent_backward(d, c, tok, R, C, NULL), kern_xent_cost(R, C, 1, &by, &fl), check_record("xent_bwd", by, fl);
+    kern_optim_sgd(a, m, b, N, 0.1f, 0.9f, 0.0f, NULL), kern_optim_cost(N, 0, &by, &fl), check_record("sgd", by, fl);
+    kern_optim_adamw(a, m, v, b, N, 0.1f, 0.9f, 0.99f, 1e-8f, 0.0f, 1, NULL), kern_optim_cost(N, 1, &by, &fl);
+    check_record("adamw", by, fl);
+    pl_device_sync();
+    pl_free(a), pl_free(b), pl_free(c), pl_free(d), pl_free(m), pl_free(v), pl_free(tok);
+}
+
 int main(int argc, char **argv) {
     pl_init(&argc, &argv);
     test_layernorm();
@@ -330,5 +383,6 @@ int main(int argc, char **argv) {
     test_softmax();
     test_attention();
     test_embedding();
+    test_recording();
     return tap_finish();
 }

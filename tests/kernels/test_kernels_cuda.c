@@ -167,8 +167,10 @@ int main(int argc, char **argv) {
         return 0;
     }
     /* odd sizes catch tail handling; large ones catch grid limits */
-    test_layernorm(37, 771);
-    test_layernorm(4096, 1024);
+    test_layernorm(37, 771);    /* generic kernels (C not a multiple of 4) */
+    test_layernorm(4096, 1024); /* rows in registers, 8 float4 per lane, many row slices */
+    test_layernorm(300, 768);   /* 6 float4 per lane */
+    test_layernorm(3, 2052);    /* too wide for registers: generic; one row slice */
     test_residual(1000003);
     test_residual(1 << 22);
     test_softmax(5, 67);
