@@ -191,16 +191,16 @@ static int ln_vectors(const void *a, const void *b, int C) {
     return (C / 4 + 31) / 32;
 }
 
-#define LN_LAUNCH_REG(kernel, V, grid, block, stream, shmem, ...)                          \
+#define LN_LAUNCH_REG(kernel, V, grid, block, stream, ...)                          \
     switch (V) {                                                                          \
-    case 1: kernel<1><<<grid, block, shmem, stream>>>(__VA_ARGS__); break;                \
-    case 2: kernel<2><<<grid, block, shmem, stream>>>(__VA_ARGS__); break;                \
-    case 3: kernel<3><<<grid, block, shmem, stream>>>(__VA_ARGS__); break;                \
-    case 4: kernel<4><<<grid, block, shmem, stream>>>(__VA_ARGS__); break;                \
-    case 5: kernel<5><<<grid, block, shmem, stream>>>(__VA_ARGS__); break;                \
-    case 6: kernel<6><<<grid, block, shmem, stream>>>(__VA_ARGS__); break;                \
-    case 7: kernel<7><<<grid, block, shmem, stream>>>(__VA_ARGS__); break;                \
-    default: kernel<KERN_LN_MAXV><<<grid, block, shmem, stream>>>(__VA_ARGS__); break;    \
+    case 1: kernel<1><<<grid, block, 0, stream>>>(__VA_ARGS__); break;                \
+    case 2: kernel<2><<<grid, block, 0, stream>>>(__VA_ARGS__); break;                \
+    case 3: kernel<3><<<grid, block, 0, stream>>>(__VA_ARGS__); break;                \
+    case 4: kernel<4><<<grid, block, 0, stream>>>(__VA_ARGS__); break;                \
+    case 5: kernel<5><<<grid, block, 0, stream>>>(__VA_ARGS__); break;                \
+    case 6: kernel<6><<<grid, block, 0, stream>>>(__VA_ARGS__); break;                \
+    case 7: kernel<7><<<grid, block, 0, stream>>>(__VA_ARGS__); break;                \
+    default: kernel<KERN_LN_MAXV><<<grid, block, 0, stream>>>(__VA_ARGS__); break;    \
     }
 
 void kern_layernorm_forward_cuda(float *out, float *mean, float *rstd, const float *inp,
@@ -210,7 +210,7 @@ void kern_layernorm_forward_cuda(float *out, float *mean, float *rstd, const flo
     const int warps = 8;
     int V = ln_vectors(inp, out, C);
     if (V && ((uintptr_t)weight | (uintptr_t)bias) % 16 == 0) {
-        LN_LAUNCH_REG(layernorm_forward_reg_kernel, V, (N + warps - 1) / warps, warps * 32, kern_native(s), 0,
+        LN_LAUNCH_REG(layernorm_forward_reg_kernel, V, (N + warps - 1) / warps, warps * 32, kern_native(s),
                       out, mean, rstd, inp, weight, bias, N, C, eps);
     } else {
         layernorm_forward_kernel<<<(N + warps - 1) / warps, warps * 32, 0, kern_native(s)>>>(
@@ -227,7 +227,7 @@ void kern_layernorm_backward_cuda(float *dinp, float *dweight, float *dbias, con
     cudaStream_t st = kern_native(s);
     int V = ln_vectors(inp, dout, C);
     if (V && ((uintptr_t)dinp | (uintptr_t)weight) % 16 == 0) {
-        LN_LAUNCH_REG(layernorm_dinp_reg_kernel, V, (N + warps - 1) / warps, warps * 32, st, 0,
+        LN_LAUNCH_REG(layernorm_dinp_reg_kernel, V, (N + warps - 1) / warps, warps * 32, st,
                       dinp, dout, inp, weight, mean, rstd, N, C);
     } else {
         layernorm_dinp_kernel<<<(N + warps - 1) / warps, warps * 32, 0, st>>>(dinp, dout, inp, weight, mean,
