@@ -69,13 +69,13 @@ endif
 
 # ---- flags --------------------------------------------------------------------------------
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=c11 -Wall -Wextra -D_GNU_SOURCE -Icommon -Ikernels -Idatasets -Igrader
+CFLAGS   += -std=c11 -Wall -Wextra -D_GNU_SOURCE -Icommon -Ikernels -Idatasets -Imodels -Igrader
 LDLIBS   := -lopenblas -lcjson -lz -lm
 CUDA_CFLAGS := -DPL_HAVE_CUDA $(if $(HAVE_NCCL),-DPL_HAVE_NCCL) $(if $(NCCL_HOME),-I$(NCCL_HOME)/include)
 CUDA_LIBDIRS := $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib)
 CUDA_LDLIBS := $(foreach d,$(CUDA_LIBDIRS),-L$(d) -Wl,-rpath,$(d)) -lcublas -lcudart \
                $(if $(HAVE_NCCL),$(if $(NCCL_HOME),-L$(NCCL_HOME)/lib -Wl$(comma)-rpath$(comma)$(NCCL_HOME)/lib -l:libnccl.so.2,-lnccl)) -lstdc++
-NVCCFLAGS := -O2 -std=c++17 -Icommon -Ikernels -Idatasets $(shell $(MPICC) --showme:compile 2>/dev/null) \
+NVCCFLAGS := -O2 -std=c++17 -Icommon -Ikernels -Idatasets -Imodels $(shell $(MPICC) --showme:compile 2>/dev/null) \
              $(CUDA_CFLAGS) $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
              -Xcompiler -Wall,-Wextra
 
@@ -86,7 +86,7 @@ say   = $(if $(V),,@echo "  $(1)  $(2)")
 # The library every lab links: the harness (common/), the kernels (kernels/) and the data
 # loaders (datasets/). .cu files join the cuda flavour only, as X.cu.o so that a kernel
 # family X.c (CPU reference) + X.cu (CUDA version) gives two objects.
-LIB_DIRS   := common kernels datasets
+LIB_DIRS   := common kernels datasets models
 LIB_C      := $(wildcard $(addsuffix /*.c,$(LIB_DIRS)))
 LIB_CU     := $(wildcard $(addsuffix /*.cu,$(LIB_DIRS)))
 LIB_H      := $(wildcard $(addsuffix /*.h,$(LIB_DIRS)))
@@ -105,7 +105,7 @@ lab_name = $(notdir $(firstword $(wildcard labs/$(shell printf %02d $(1) 2>/dev/
 lab_num  = $(firstword $(subst -, ,$(1)))
 lab_bin  = $(B)/$(2)/$(3)/lab$(call lab_num,$(1))
 
-.PHONY: all libs engine config help doctor test test-bins bench clean grade drivers driver FORCE kernel-tests bench-kernels train-6 test-ddp-bins
+.PHONY: all libs engine config help doctor test test-bins bench clean grade drivers driver FORCE kernel-tests model-tests bench-kernels train-6 test-ddp-bins
 
 all: config libs engine drivers
 
@@ -206,7 +206,7 @@ $(B)/cuda/tests/%: tests/harness/%.c tests/harness/tap.h $(B)/cuda/libparalab.a
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
 	$(Q)$(MPICC) $(CFLAGS) $(CUDA_CFLAGS) $< $(B)/cuda/libparalab.a $(LDLIBS) $(CUDA_LDLIBS) -o $@
-test-bins: $(TEST_BINS) $(if $(HAVE_NVCC),$(CUDA_TEST_BINS))
+test-bins: $(TEST_BINS) model-tests $(if $(HAVE_NVCC),$(CUDA_TEST_BINS))
 
 test: all test-bins
 	@MAKE="$(MAKE)" MPIRUN="$(MPIRUN)" HAVE_NVCC="$(HAVE_NVCC)" tests/run.sh
@@ -274,6 +274,14 @@ $(B)/cuda/bench/bench_kernels: tests/kernels/bench_kernels.c $(B)/cuda/libparala
 	$(call say,CC,$@)
 	$(Q)$(MPICC) $(CFLAGS) $(CUDA_CFLAGS) -I$(CUDA_HOME)/include $< $(B)/cuda/libparalab.a $(LDLIBS) $(CUDA_LDLIBS) -o $@
 kernel-tests: libs $(KERN_TEST_BINS)
+
+# tests/models/test_*.c: the reference models (models/) against host references.
+MODEL_TEST_BINS := $(patsubst tests/models/%.c,$(B)/cpu/tests/%,$(wildcard tests/models/test_*.c))
+$(B)/cpu/tests/%: tests/models/%.c tests/harness/tap.h $(B)/cpu/libparalab.a
+	@mkdir -p $(@D)
+	$(call say,CC,$@)
+	$(Q)$(MPICC) $(CFLAGS) $< $(B)/cpu/libparalab.a $(LDLIBS) -o $@
+model-tests: libs $(MODEL_TEST_BINS)
 
 bench-kernels: libs $(if $(HAVE_NVCC),$(B)/cuda/bench/bench_kernels)
 	@if [ -z "$(HAVE_NVCC)" ]; then echo "bench-kernels: nvcc not found, the cuda flavour is not built: nothing to measure"; \

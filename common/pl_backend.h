@@ -118,11 +118,9 @@ void pl_nccl_version(char *buf, size_t len);
 extern const pl_device_backend *pl_dev;
 extern const pl_comm_backend *pl_cb;
 
-/* Stream lookups for backends: NULL means the compute stream. */
+/* Stream lookups for backends: NULL means the compute stream. (pl_stream_ready, which
+ * also completes pending communication, is public: pl_device.h.) */
 pl_stream *pl_stream_resolve(pl_stream *s);
-/* Resolve s and complete its pending asynchronous communication first (cpu), so work
- * issued now runs after it: every kernel's dispatcher calls this before running. */
-pl_stream *pl_stream_ready(pl_stream *s);
 
 /* Error checks for backend code: print rank, file, line, the statement and the reason, and
  * abort the job. The CUDA/cuBLAS/NCCL variants live in pl_cuda_check.h (CUDA builds only). */

@@ -33,6 +33,8 @@ pl_stream *pl_stream_ready(pl_stream *s) {
     if (s->completed != s->issued && pl_cb->drain) pl_cb->drain(s);
     return s;
 }
+int pl_stream_id(const pl_stream *s) { return s ? s->id : 0; }
+void *pl_stream_native(pl_stream *s) { return pl_stream_resolve(s)->native; }
 
 /* -- memory accounting: a small open-addressing table of live allocations ------------ */
 typedef struct { void *p; size_t bytes; } alloc_slot;

@@ -42,6 +42,13 @@ pl_stream *pl_stream_compute(void);
 pl_stream *pl_stream_comm(void);
 void pl_stream_sync(pl_stream *s);
 void pl_device_sync(void); /* both streams */
+/* For code that issues device work of its own (kernels/): resolve s (NULL: the compute
+ * stream) and complete what is pending on it first, so the new work follows it; its id
+ * (0 compute, 1 comm) for the trace; the backend's native handle (cudaStream_t on cuda,
+ * NULL on cpu). */
+pl_stream *pl_stream_ready(pl_stream *s);
+int pl_stream_id(const pl_stream *s);
+void *pl_stream_native(pl_stream *s);
 
 pl_event *pl_event_create(void);
 void pl_event_destroy(pl_event *e);

@@ -6,7 +6,6 @@
 #include <stddef.h>
 
 #include "kern_softmax.h" // defines: kern_softmax_forward, kern_softmax_backward
-#include "pl_backend.h"   // defines: pl_stream_ready
 
 /* ================================================================================== */
 /* CPU reference                                                                       */

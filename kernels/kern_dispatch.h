@@ -6,7 +6,7 @@
 #ifndef KERN_DISPATCH_H
 #define KERN_DISPATCH_H
 
-#include "pl_backend.h" // defines: pl_stream_ready, struct pl_stream (its id)
+#include "pl_device.h"  // defines: pl_stream_ready, pl_stream_id
 #include "pl_runtime.h" // defines: pl_info, PL_DEVICE_CUDA
 #include "pl_trace.h"   // defines: pl_trace_kernel, pl_trace_clock
 
@@ -30,7 +30,7 @@
         double kern_t0_ = pl_trace_clock();                                                     \
         if (KERN_ON_CUDA()) KERN_CUDA(cuda_call);                                               \
         else ref_call;                                                                          \
-        pl_trace_kernel(name, s->id, (double)(bytes), (double)(flops), kern_t0_);               \
+        pl_trace_kernel(name, pl_stream_id(s), (double)(bytes), (double)(flops), kern_t0_);               \
     } while (0)
 
 #endif

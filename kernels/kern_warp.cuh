@@ -4,10 +4,10 @@
 
 #include <cuda_runtime.h> // defines: cudaStream_t, __shfl_xor_sync
 
-#include "pl_backend.h"    // defines: struct pl_stream (native handle)
+#include "pl_device.h"     // defines: pl_stream_native
 #include "pl_cuda_check.h" // defines: PL_CUDA_KERNEL_CHECK
 
-static inline cudaStream_t kern_native(pl_stream *s) { return (cudaStream_t)s->native; }
+static inline cudaStream_t kern_native(pl_stream *s) { return (cudaStream_t)pl_stream_native(s); }
 
 static __device__ __forceinline__ float kern_warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
