@@ -7,7 +7,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := all
 
-# ---- user variables ---------------------------------------------------------------------
+# ---- user variables (make help explains each) --------------------------------------------
 NP         ?=
 T          ?=
 DEVICE     ?=
@@ -16,6 +16,9 @@ SOLUTION   ?=
 OUT        ?= build/grade
 LAB        ?=
 HIDDEN     ?=
+RUN        ?=
+ARGS       ?=
+SANDBOX    ?=
 FLAVOR     ?=
 CUDA_ARCH  ?= 75 80 86 89 90
 NO_CUDA    ?=
@@ -68,14 +71,18 @@ export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 endif
 
 # ---- flags --------------------------------------------------------------------------------
+# The harness, the kernels, the models and the grader see the internal headers; a student's
+# lab files are compiled with the public ones only (STUDENT_CFLAGS, grader/tools/student-object.sh).
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=c11 -Wall -Wextra -D_GNU_SOURCE -Icommon -Ikernels -Idatasets -Imodels -Igrader
+PUBLIC_INC := -Icommon -Ikernels -Idatasets -Imodels
+STUDENT_CFLAGS := $(CFLAGS) -std=c11 -Wall -Wextra -D_GNU_SOURCE $(PUBLIC_INC)
+CFLAGS   += -std=c11 -Wall -Wextra -D_GNU_SOURCE $(PUBLIC_INC) -Icommon/internal -Ikernels/internal -Igrader
 LDLIBS   := -lopenblas -lcjson -lz -lm
 CUDA_CFLAGS := -DPL_HAVE_CUDA $(if $(HAVE_NCCL),-DPL_HAVE_NCCL) $(if $(NCCL_HOME),-I$(NCCL_HOME)/include)
 CUDA_LIBDIRS := $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib)
 CUDA_LDLIBS := $(foreach d,$(CUDA_LIBDIRS),-L$(d) -Wl,-rpath,$(d)) -lcublas -lcudart \
                $(if $(HAVE_NCCL),$(if $(NCCL_HOME),-L$(NCCL_HOME)/lib -Wl$(comma)-rpath$(comma)$(NCCL_HOME)/lib -l:libnccl.so.2,-lnccl)) -lstdc++
-NVCCFLAGS := -O2 -std=c++17 -Icommon -Ikernels -Idatasets -Imodels $(shell $(MPICC) --showme:compile 2>/dev/null) \
+NVCCFLAGS := -O2 -std=c++17 -Icommon -Icommon/internal -Ikernels -Ikernels/internal -Idatasets -Imodels $(shell $(MPICC) --showme:compile 2>/dev/null) \
              $(CUDA_CFLAGS) $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
              -Xcompiler -Wall,-Wextra
 
@@ -83,13 +90,13 @@ B := build
 # Short build lines; V=1 shows the full commands.
 Q    := $(if $(V),,@)
 say   = $(if $(V),,@echo "  $(1)  $(2)")
-# The library every lab links: the harness (common/), the kernels (kernels/) and the data
-# loaders (datasets/). .cu files join the cuda flavour only, as X.cu.o so that a kernel
-# family X.c (CPU reference) + X.cu (CUDA version) gives two objects.
+# The library every lab links: the harness (common/), the kernels (kernels/), the data
+# loaders (datasets/) and the reference models (models/). .cu files join the cuda flavour
+# only, as X.cu.o so that a kernel family X.c (CPU reference) + X.cu (CUDA) gives two objects.
 LIB_DIRS   := common kernels datasets models
 LIB_C      := $(wildcard $(addsuffix /*.c,$(LIB_DIRS)))
 LIB_CU     := $(wildcard $(addsuffix /*.cu,$(LIB_DIRS)))
-LIB_H      := $(wildcard $(addsuffix /*.h,$(LIB_DIRS)))
+LIB_H      := $(wildcard $(addsuffix /*.h,$(LIB_DIRS)) $(addsuffix /internal/*.h,$(LIB_DIRS)))
 COMMON_H   := $(LIB_H)
 CPU_OBJ    := $(LIB_C:%.c=$(B)/cpu/obj/%.o) $(B)/cpu/driver.o
 CUDA_OBJ   := $(LIB_C:%.c=$(B)/cuda/obj/%.o) $(B)/cuda/driver.o \
@@ -100,12 +107,22 @@ ENGINE_SRC := $(wildcard grader/engine*.c)
 FLAVORS := cpu $(if $(HAVE_NVCC),cuda)
 LAB_DIRS := $(sort $(wildcard labs/[0-9][0-9]-*))
 LAB_NAMES := $(notdir $(LAB_DIRS))
-# lab number -> directory name, e.g. 1 -> 01-collectives
-lab_name = $(notdir $(firstword $(wildcard labs/$(shell printf %02d $(1) 2>/dev/null)-*)))
+LAB_NUMS := $(patsubst 0%,%,$(foreach l,$(LAB_NAMES),$(firstword $(subst -, ,$(l)))))
+# lab number -> directory name (1 -> 01-collectives); empty unless N is one or two digits
+digits   = $(if $(1),$(if $(subst 0,,$(subst 1,,$(subst 2,,$(subst 3,,$(subst 4,,$(subst 5,,$(subst 6,,$(subst 7,,$(subst 8,,$(subst 9,,$(1))))))))))),,$(1)))
+pad2     = $(if $(filter 0 1 2 3 4 5 6 7 8 9,$(1)),0$(1),$(1))
+lab_name = $(if $(call digits,$(1)),$(notdir $(firstword $(wildcard labs/$(call pad2,$(call digits,$(1)))-*))))
 lab_num  = $(firstword $(subst -, ,$(1)))
-lab_bin  = $(B)/$(2)/$(3)/lab$(call lab_num,$(1))
+kind     = $(if $(SOLUTION),solutions,labs)
+# The user's T= and ARGS= reach the shell through the environment, never through quoting.
+export PL_T := $(T)
+export PL_NP := $(NP)
+export PL_RUN := $(RUN)
+export PL_ARGS := $(ARGS)
+export PL_HIDDEN := $(HIDDEN)
 
-.PHONY: all libs engine config help doctor test test-bins bench clean grade drivers driver FORCE kernel-tests model-tests bench-kernels train-6 test-ddp-bins
+.PHONY: all libs engine config help doctor test test-bins test-faults bench clean grade drivers driver \
+        FORCE kernel-tests model-tests bench-kernels calibrate scaling
 
 all: config libs engine drivers
 
@@ -113,7 +130,7 @@ config:
 	@echo "paralab: mpicc $(if $(HAVE_MPICC),found,MISSING)  openblas $(if $(HAVE_BLAS),found,MISSING)  cjson $(if $(HAVE_CJSON),found,MISSING)  zlib $(if $(HAVE_ZLIB),found,MISSING)"
 	@echo "paralab: nvcc $(if $(HAVE_NVCC),$(NVCC) (cuda flavour builds; arch $(CUDA_ARCH)),not used$(if $(NO_CUDA), (NO_CUDA=1), (not found): cpu flavour only))  nccl $(if $(HAVE_NCCL),found,skipped)  gpu $(if $(HAVE_GPU),present,none)  -> labs run the $(FLAVOR) flavour"
 
-libs: $(foreach f,$(FLAVORS),$(B)/$(f)/libparalab.a)
+libs: $(foreach f,$(FLAVORS),$(B)/$(f)/libparalab.a) $(B)/public.syms
 
 $(B)/cpu/libparalab.a: $(CPU_OBJ)
 	$(call say,AR,$@)
@@ -130,7 +147,7 @@ $(B)/cuda/obj/%.o: %.c $(COMMON_H)
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
 	$(Q)$(MPICC) $(CFLAGS) $(CUDA_CFLAGS) -I$(CUDA_HOME)/include -c $< -o $@
-$(B)/cuda/obj/%.cu.o: %.cu $(COMMON_H) $(wildcard kernels/*.cuh)
+$(B)/cuda/obj/%.cu.o: %.cu $(COMMON_H) $(wildcard kernels/internal/*.cuh)
 	@mkdir -p $(@D)
 	$(call say,NVCC,$@)
 	$(Q)$(NVCC) $(NVCCFLAGS) -c $< -o $@
@@ -139,23 +156,42 @@ $(B)/%/driver.o: grader/driver.c grader/driver.h $(COMMON_H)
 	$(call say,CC,$@)
 	$(Q)$(MPICC) $(CFLAGS) $(if $(filter cuda,$*),$(CUDA_CFLAGS)) -c $< -o $@
 
+# What a student's lab files may call: the functions of the public headers.
+$(B)/public.syms: grader/tools/public-symbols.sh $(LIB_H)
+	@mkdir -p $(@D)
+	$(Q)grader/tools/public-symbols.sh "$(MPICC)" > $@.tmp && mv $@.tmp $@
+
 engine: $(ENGINE)
 $(ENGINE): $(ENGINE_SRC) $(wildcard grader/engine*.h)
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
 	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -D_GNU_SOURCE $(ENGINE_SRC) -lcjson -o $@
 
-# One driver binary: the lab's driver program linked with a directory of student files.
+# One driver binary: the lab's driver (grader/drivers/labNN*.c) linked with the student's
+# lab files, which grader/tools/student-object.sh compiles with the public headers only,
+# checks (no MPI/NCCL/CUDA, no internal harness call, no process/file/socket call, no
+# constructor) and merges into one object whose only global symbols are the lab's API.
 #   make driver LAB=01-collectives SRC=labs/01-collectives BIN=build/cpu/labs/lab01 FLAVOR=cpu
-# The driver is grader/drivers/labNN.c, or the lab's own program when the lab has one.
 ifdef BIN
-DRV_MAIN := $(firstword $(wildcard grader/drivers/lab$(call lab_num,$(LAB)).c))
+DRV_NUM  := $(call lab_num,$(LAB))
+DRV_MAIN := $(wildcard grader/drivers/lab$(DRV_NUM).c grader/drivers/lab$(DRV_NUM)_*.c)
 DRV_SRC  := $(or $(SRCFILES),$(wildcard $(SRC)/*.c))
-$(BIN): $(DRV_MAIN) $(DRV_SRC) $(wildcard labs/$(LAB)/*.h) $(B)/$(FLAVOR)/libparalab.a
+DRV_API  := $(B)/$(FLAVOR)/api/$(LAB).syms
+STUDENT_CC := $(MPICC) $(STUDENT_CFLAGS) -Ilabs/$(LAB) $(if $(filter cuda,$(FLAVOR)),$(CUDA_CFLAGS))
+$(BIN).o: $(DRV_SRC) $(wildcard labs/$(LAB)/*.h) $(B)/public.syms $(DRV_API) grader/tools/student-object.sh
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
+	$(Q)grader/tools/student-object.sh $@ $(B)/public.syms $(DRV_API) -- $(STUDENT_CC) -- $(DRV_SRC)
+# The lab's API: the global functions the untouched starter defines.
+$(DRV_API): $(wildcard labs/$(LAB)/*.c labs/$(LAB)/*.h)
+	@mkdir -p $(@D)
+	$(Q)for f in $(wildcard labs/$(LAB)/*.c); do $(STUDENT_CC) -c $$f -o $@.o && nm -g --defined-only --format=posix $@.o | awk '{print $$1}'; done > $@.tmp; \
+	  rm -f $@.o; mv $@.tmp $@
+$(BIN): $(DRV_MAIN) $(BIN).o $(B)/$(FLAVOR)/libparalab.a
+	@mkdir -p $(@D)
+	$(call say,LINK,$@)
 	$(Q)$(MPICC) $(CFLAGS) -Ilabs/$(LAB) $(if $(filter cuda,$(FLAVOR)),$(CUDA_CFLAGS) -I$(CUDA_HOME)/include) \
-	  $(DRV_MAIN) $(DRV_SRC) $(B)/$(FLAVOR)/libparalab.a $(LDLIBS) $(if $(filter cuda,$(FLAVOR)),$(CUDA_LDLIBS)) -o $@
+	  $(DRV_MAIN) $(BIN).o $(B)/$(FLAVOR)/libparalab.a $(LDLIBS) $(if $(filter cuda,$(FLAVOR)),$(CUDA_LDLIBS)) -o $@
 driver: $(BIN)
 endif
 
@@ -164,56 +200,95 @@ drivers: libs
 	@for f in $(FLAVORS); do for l in $(LAB_NAMES); do \
 	  for kind in labs solutions; do \
 	    [ -d $$kind/$$l ] && [ -f grader/rubrics/$$l.rubric ] || continue; \
+	    [ $$kind = labs ] || [ -n "$$(ls $$kind/$$l/*.c 2>/dev/null)" ] || continue; \
 	    $(MAKE) --no-print-directory driver LAB=$$l SRC=$$kind/$$l FLAVOR=$$f \
 	      BIN=$(B)/$$f/$$kind/lab$${l%%-*} || exit 1; \
 	  done; done; done
 
-# make lab-N: build labs/N (or solutions/N with SOLUTION=1) and grade it.
+# make lab-N: build labs/N (solutions/N with SOLUTION=1) and grade it; with RUN=MODE, run
+# the driver's mode instead (bench, scaling, train, sweep, chat...: `--modes` lists them).
+lab_bin = $(B)/$(FLAVOR)/$(if $(wildcard $(kind)/$(1)/*.c),$(kind),labs)/lab$(call lab_num,$(1))
+lab_src = $(if $(wildcard $(kind)/$(1)/*.c),$(kind),labs)/$(1)
 lab-%: libs engine FORCE
-	@l="$(call lab_name,$*)"; [ -n "$$l" ] || { echo "error: no lab $* (labs: $(LAB_NAMES))" >&2; exit 2; }; \
-	kind=$(if $(SOLUTION),solutions,labs); [ -d $$kind/$$l ] || kind=labs; \
-	bin=$(B)/$(FLAVOR)/$$kind/lab$${l%%-*}; \
-	$(ENGINE) --lab $$l --rubric grader/rubrics/$$l.rubric --driver $$bin \
-	  --build "$(MAKE) --no-print-directory -s driver LAB=$$l SRC=$$kind/$$l FLAVOR=$(FLAVOR) BIN=$$bin" \
-	  --mpirun "$(MPIRUN)" $(if $(NP),--np "$(NP)") $(if $(T),--filter '$(T)') \
-	  $(if $(DEVICE),--device $(DEVICE)) $(if $(COMM),--comm $(COMM)) $(if $(HIDDEN),--hidden $(HIDDEN)) \
-	  $(if $(RUBRIC_SCALE),--test-scale) --out $(OUT)/$$l
+	@l="$(call lab_name,$*)"; \
+	if [ -z "$$l" ]; then \
+	  if [ -n "$(call digits,$*)" ]; then echo "error: no lab $(call digits,$*) (labs: $(LAB_NUMS))" >&2; \
+	  else echo "error: make lab-N wants a lab number N (labs: $(LAB_NUMS))" >&2; fi; exit 2; fi
+	@$(if $(RUN),$(MAKE) --no-print-directory -s driver LAB=$(call lab_name,$*) SRC=$(call lab_src,$(call lab_name,$*)) FLAVOR=$(FLAVOR) BIN=$(call lab_bin,$(call lab_name,$*)) && \
+	  MPIRUN="$(MPIRUN)" B="$(B)" scripts/run-mode.sh $(call lab_name,$*) $(call lab_bin,$(call lab_name,$*)) "$$PL_RUN",\
+	$(ENGINE) --lab $(call lab_name,$*) --rubric grader/rubrics/$(call lab_name,$*).rubric --driver $(call lab_bin,$(call lab_name,$*)) \
+	  --build "$(MAKE) --no-print-directory -s driver LAB=$(call lab_name,$*) SRC=$(call lab_src,$(call lab_name,$*)) FLAVOR=$(FLAVOR) BIN=$(call lab_bin,$(call lab_name,$*))" \
+	  --mpirun "$(MPIRUN)" $(if $(NP),--np "$$PL_NP") $(if $(T),--filter "$$PL_T") \
+	  $(if $(DEVICE),--device $(DEVICE)) $(if $(COMM),--comm $(COMM)) $(if $(HIDDEN),--hidden "$$PL_HIDDEN") \
+	  $(if $(SANDBOX),--sandbox $(SANDBOX)) $(if $(RUBRIC_SCALE),--test-scale) --out $(OUT)/$(call lab_name,$*))
 
-# make grade [LAB=N] [SOLUTION=1] [OUT=dir]: every lab (or one) with machine-readable reports.
+# make grade [LAB=N] [SOLUTION=1] [OUT=dir] [HIDDEN=dir]: every lab (or one), with the
+# machine-readable reports, in the sandbox (SANDBOX=off to run without it).
 grade: libs engine
 	@rc=0; for l in $(if $(LAB),$(call lab_name,$(LAB)),$(LAB_NAMES)); do \
 	  [ -f grader/rubrics/$$l.rubric ] || continue; \
-	  $(MAKE) --no-print-directory lab-$${l%%-*} OUT=$(OUT) || rc=1; done; \
+	  $(MAKE) --no-print-directory lab-$${l%%-*} OUT=$(OUT) SANDBOX=$(or $(SANDBOX),on) || rc=1; done; \
 	echo "reports in $(OUT)/<lab>/ (results.json, junit.xml, cases.json)"; exit $$rc
 
 doctor:
 	@MPIRUN="$(MPIRUN)" NVCC="$(NVCC)" CUDA_HOME="$(CUDA_HOME)" scripts/doctor.sh
 
+# ---- the project's own tests ----------------------------------------------------------------
 TEST_SRC  := $(wildcard tests/harness/*.c)
 TEST_BINS := $(patsubst tests/harness/%.c,$(B)/cpu/tests/%,$(filter-out tests/harness/jsoncheck.c,$(TEST_SRC))) $(B)/tools/jsoncheck
-$(B)/cpu/tests/%: tests/harness/%.c tests/harness/tap.h $(B)/cpu/libparalab.a
-	@mkdir -p $(@D)
-	$(call say,CC,$@)
-	$(Q)$(MPICC) $(CFLAGS) $< $(B)/cpu/libparalab.a $(LDLIBS) -o $@
+# tests/kernels/test_kernels*.c (cpu; *_cuda.c against the cuda flavour, run only with a GPU),
+# tests/models/test_*.c, tests/datasets/test_*.c, tests/costmodel/test_*.c: each one program
+# linked with the library.
+UNIT_TEST_SRC  := $(filter-out %_cuda.c,$(wildcard tests/kernels/test_kernels*.c tests/models/test_*.c \
+                  tests/datasets/test_*.c tests/costmodel/test_*.c))
+UNIT_TEST_BINS := $(foreach f,$(UNIT_TEST_SRC),$(B)/cpu/tests/$(basename $(notdir $(f))))
+CUDA_TEST_BINS := $(patsubst tests/harness/%.c,$(B)/cuda/tests/%,$(filter-out tests/harness/jsoncheck.c,$(TEST_SRC))) \
+                  $(if $(HAVE_NVCC),$(patsubst tests/kernels/%.c,$(B)/cuda/tests/%,$(wildcard tests/kernels/*_cuda.c)) \
+                                    $(B)/cuda/bench/bench_kernels)
+define unit_test_rule
+$(B)/cpu/tests/$(basename $(notdir $(1))): $(1) tests/harness/tap.h $(B)/cpu/libparalab.a
+	@mkdir -p $$(@D)
+	$$(call say,CC,$$@)
+	$$(Q)$$(MPICC) $$(CFLAGS) $$< $(B)/cpu/libparalab.a $$(LDLIBS) -o $$@
+endef
+$(foreach f,$(UNIT_TEST_SRC) $(filter-out tests/harness/jsoncheck.c,$(TEST_SRC)),$(eval $(call unit_test_rule,$(f))))
 $(B)/tools/jsoncheck: tests/harness/jsoncheck.c
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
 	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra $< -lcjson -o $@
-# The same tests built against the cuda flavour: they must link, and they run on whichever
-# device `auto` finds (the cpu here; a GPU in scripts/gpu-validate.sh).
-CUDA_TEST_BINS := $(patsubst tests/harness/%.c,$(B)/cuda/tests/%,$(filter-out tests/harness/jsoncheck.c,$(TEST_SRC)))
 $(B)/cuda/tests/%: tests/harness/%.c tests/harness/tap.h $(B)/cuda/libparalab.a
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
 	$(Q)$(MPICC) $(CFLAGS) $(CUDA_CFLAGS) $< $(B)/cuda/libparalab.a $(LDLIBS) $(CUDA_LDLIBS) -o $@
-test-bins: $(TEST_BINS) model-tests $(if $(HAVE_NVCC),$(CUDA_TEST_BINS))
+$(B)/cuda/tests/%: tests/kernels/%.c tests/harness/tap.h $(B)/cuda/libparalab.a
+	@mkdir -p $(@D)
+	$(call say,CC,$@)
+	$(Q)$(MPICC) $(CFLAGS) $(CUDA_CFLAGS) -I$(CUDA_HOME)/include $< $(B)/cuda/libparalab.a $(LDLIBS) $(CUDA_LDLIBS) -o $@
+# libFuzzer targets: tests/datasets/fuzz_X.c over the loaders alone (clang; skipped without it).
+FUZZ_SRC_idx  := datasets/ds_idx.c
+FUZZ_SRC_gguf := $(wildcard datasets/ds_gguf.c datasets/ds_bpe.c)
+FUZZ_BINS     := $(if $(shell command -v clang),$(patsubst tests/datasets/fuzz_%.c,$(B)/tools/fuzz_%,$(wildcard tests/datasets/fuzz_*.c)))
+$(B)/tools/fuzz_%: tests/datasets/fuzz_%.c $(wildcard datasets/*.h datasets/*.c)
+	@mkdir -p $(@D)
+	$(call say,CLANG,$@)
+	$(Q)clang -g -O1 -fsanitize=fuzzer,address,undefined -Idatasets $< $(FUZZ_SRC_$*) -lz -lm -o $@
+kernel-tests model-tests: libs $(UNIT_TEST_BINS) $(if $(HAVE_NVCC),$(CUDA_TEST_BINS))
+test-bins: $(TEST_BINS) $(UNIT_TEST_BINS) $(FUZZ_BINS) $(if $(HAVE_NVCC),$(CUDA_TEST_BINS))
 
 test: all test-bins
 	@MAKE="$(MAKE)" MPIRUN="$(MPIRUN)" HAVE_NVCC="$(HAVE_NVCC)" tests/run.sh
 
+# Every hostile student file of the fault suite, not only the quick ones (tests/grader/faults/).
+test-faults: all
+	@MAKE="$(MAKE)" MPIRUN="$(MPIRUN)" FAULTS=all tests/grader/test_faults.sh
+
 BENCH_BINS := $(patsubst tests/bench/%.c,$(B)/cpu/bench/%,$(filter-out tests/bench/bench_gpu.c,$(wildcard tests/bench/*.c))) \
               $(if $(HAVE_NVCC),$(B)/cuda/bench/bench_gpu)
 $(B)/cuda/bench/bench_gpu: tests/bench/bench_gpu.c $(B)/cuda/libparalab.a
+	@mkdir -p $(@D)
+	$(call say,CC,$@)
+	$(Q)$(MPICC) $(CFLAGS) $(CUDA_CFLAGS) -I$(CUDA_HOME)/include $< $(B)/cuda/libparalab.a $(LDLIBS) $(CUDA_LDLIBS) -o $@
+$(B)/cuda/bench/bench_kernels: tests/kernels/bench_kernels.c $(B)/cuda/libparalab.a
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
 	$(Q)$(MPICC) $(CFLAGS) $(CUDA_CFLAGS) -I$(CUDA_HOME)/include $< $(B)/cuda/libparalab.a $(LDLIBS) $(CUDA_LDLIBS) -o $@
@@ -222,8 +297,28 @@ $(B)/cpu/bench/%: tests/bench/%.c $(B)/cpu/libparalab.a
 	$(call say,CC,$@)
 	$(Q)$(MPICC) $(CFLAGS) $< $(B)/cpu/libparalab.a $(LDLIBS) -o $@
 
+# make bench LAB=N / make scaling LAB=N: the lab's bench / scaling mode (make lab-N RUN=...).
+# make bench alone: every side-by-side benchmark of the kit (tests/bench.sh).
 bench: all $(BENCH_BINS)
-	@MAKE="$(MAKE)" MPIRUN="$(MPIRUN)" tests/bench.sh
+	@$(if $(LAB),$(MAKE) --no-print-directory lab-$(LAB) RUN=bench,MAKE="$(MAKE)" MPIRUN="$(MPIRUN)" tests/bench.sh)
+scaling:
+	@$(MAKE) --no-print-directory lab-$(or $(LAB),2) RUN=scaling
+
+bench-kernels: libs $(if $(HAVE_NVCC),$(B)/cuda/bench/bench_kernels)
+	@if [ -z "$(HAVE_NVCC)" ]; then echo "bench-kernels: nvcc not found, the cuda flavour is not built: nothing to measure"; \
+	elif [ -z "$(HAVE_GPU)" ]; then echo "bench-kernels: no GPU on this machine: nothing to measure"; \
+	else $(MPIRUN) -np 1 $(B)/cuda/bench/bench_kernels --device cuda; fi
+
+# make calibrate: Lab 0's p2p sweep + a GEMM measurement -> common/profiles/this-machine.profile
+CALIBRATE := $(B)/cpu/tools/pl-calibrate
+$(CALIBRATE): grader/tools/pl_calibrate.c $(B)/cpu/libparalab.a
+	@mkdir -p $(@D)
+	$(call say,CC,$@)
+	$(Q)$(MPICC) $(CFLAGS) $< $(B)/cpu/libparalab.a $(LDLIBS) -o $@
+calibrate: libs $(CALIBRATE) FORCE
+	@$(MAKE) --no-print-directory -s driver LAB=00-hello SRC=labs/00-hello FLAVOR=$(FLAVOR) BIN=$(B)/$(FLAVOR)/labs/lab00
+	$(MPIRUN) -np 2 $(B)/$(FLAVOR)/labs/lab00 -b 8 -e 4M -f 8 -q --p2p-json $(B)/p2p.json >/dev/null
+	$(MPIRUN) -np 1 $(CALIBRATE) --p2p-json $(B)/p2p.json --out common/profiles/this-machine.profile
 
 clean:
 	rm -rf $(B)
@@ -232,117 +327,30 @@ FORCE:
 
 help:
 	@echo "ParaLab targets:"
-	@echo "  make               build the harness, the grader and every lab (cpu; cuda too when nvcc is found)"
-	@echo "  make lab-N         build labs/NN-* and grade it (e.g. make lab-1); exit 0 only at full marks"
-	@echo "  make grade         grade every lab (or LAB=N), writing results.json, junit.xml, cases.json to OUT"
-	@echo "  make test          the project's own tests; last line 'N passed, M failed'"
-	@echo "  make bench         side-by-side benchmarks, printed as ratio lines"
-	@echo "  make bench-kernels kernel bandwidth vs a device-to-device copy (GPU; says so without one)"
-	@echo "  make doctor        what works on this machine: MPI, GPUs, driver/runtime, NCCL, backends"
-	@echo "  make config        what the build found and what it skips"
-	@echo "  make clean         remove build/"
-	@echo "  make scaling LAB=2 [PROFILE=dgx-h100]  strong/weak scaling of Lab 2: measured vs cost-model prediction, PNG"
-	@echo "  make calibrate     write common/profiles/this-machine.profile from Lab 0's p2p sweep + a GEMM"
+	@echo "  make                  build the harness, the grader and every lab (cpu; cuda too when nvcc is found)"
+	@echo "  make lab-N            build labs/NN-* and grade it (e.g. make lab-1); exit 0 only at full marks"
+	@echo "  make lab-N RUN=MODE   run one of the lab's modes instead of grading (see each handout), e.g."
+	@echo "                        make lab-6 RUN=train, make lab-4 RUN=sweep, make lab-5 RUN=chat PROMPT=\"...\""
+	@echo "  make grade            grade every lab (or LAB=N) in the sandbox, writing results.json, junit.xml, cases.json to OUT"
+	@echo "  make test             the project's own tests; last line 'N passed, M failed'"
+	@echo "  make test-faults      the whole fault suite of hostile student files (make test runs the quick ones)"
+	@echo "  make bench            side-by-side benchmarks of the kit, printed as ratio lines; LAB=N: that lab's bench mode"
+	@echo "  make scaling LAB=N    the lab's scaling mode: measured vs cost-model prediction, with a plot (default LAB=2)"
+	@echo "  make bench-kernels    kernel bandwidth vs a device-to-device copy (GPU; says so without one)"
+	@echo "  make calibrate        write common/profiles/this-machine.profile from Lab 0's p2p sweep + a GEMM"
+	@echo "  make doctor           what works on this machine: MPI, GPUs, driver/runtime, NCCL, backends"
+	@echo "  make config           what the build found and what it skips"
+	@echo "  make clean            remove build/"
 	@echo "Variables:"
-	@echo "  SOLUTION=1         grade solutions/NN-* instead of labs/NN-*"
-	@echo "  NP=\"3 5\"           world sizes to run (default: the lab's rubric)"
-	@echo "  T=pattern          only cases whose name matches the glob (e.g. T='allreduce_ring*')"
-	@echo "  DEVICE=cpu|cuda    force the device backend; COMM=mpi|nccl force the comm backend"
-	@echo "  LAB=N  OUT=dir     for make grade; HIDDEN=dir adds an instructor's hidden cases"
-	@echo "  TRACE=1            write a Chrome trace (trace.json) of each run, for Perfetto"
-	@echo "  FLAVOR=cpu|cuda    which build runs the labs (default: cuda when built and a GPU is present)"
-	@echo "  NO_CUDA=1 NO_NCCL=1 CUDA_HOME=dir MPI_HOME=dir CUDA_ARCH=\"80 90\"  build controls"
-
-# ---- kernels/ tests and benchmark ----------------------------------------------------------
-# tests/kernels/*.c: test_kernels (CPU references vs float64 and finite differences),
-# test_kernels_cuda (CUDA vs CPU, cuda flavour, needs a GPU to run), bench_kernels (GPU
-# bandwidth vs a device-to-device copy); any other test_kernels_*.c builds the same way.
-KERN_TEST_SRC  := $(wildcard tests/kernels/test_kernels*.c)
-KERN_TEST_BINS := $(patsubst tests/kernels/%.c,$(B)/cpu/tests/%,$(filter-out %_cuda.c,$(KERN_TEST_SRC))) \
-                  $(if $(HAVE_NVCC),$(patsubst tests/kernels/%.c,$(B)/cuda/tests/%,$(filter %_cuda.c,$(KERN_TEST_SRC))) \
-                                    $(B)/cuda/bench/bench_kernels)
-$(B)/cpu/tests/%: tests/kernels/%.c tests/harness/tap.h $(B)/cpu/libparalab.a
-	@mkdir -p $(@D)
-	$(call say,CC,$@)
-	$(Q)$(MPICC) $(CFLAGS) $< $(B)/cpu/libparalab.a $(LDLIBS) -o $@
-$(B)/cuda/tests/%: tests/kernels/%.c tests/harness/tap.h $(B)/cuda/libparalab.a
-	@mkdir -p $(@D)
-	$(call say,CC,$@)
-	$(Q)$(MPICC) $(CFLAGS) $(CUDA_CFLAGS) -I$(CUDA_HOME)/include $< $(B)/cuda/libparalab.a $(LDLIBS) $(CUDA_LDLIBS) -o $@
-$(B)/cuda/bench/bench_kernels: tests/kernels/bench_kernels.c $(B)/cuda/libparalab.a
-	@mkdir -p $(@D)
-	$(call say,CC,$@)
-	$(Q)$(MPICC) $(CFLAGS) $(CUDA_CFLAGS) -I$(CUDA_HOME)/include $< $(B)/cuda/libparalab.a $(LDLIBS) $(CUDA_LDLIBS) -o $@
-kernel-tests: libs $(KERN_TEST_BINS)
-
-# tests/models/test_*.c: the reference models (models/) against host references.
-MODEL_TEST_BINS := $(patsubst tests/models/%.c,$(B)/cpu/tests/%,$(wildcard tests/models/test_*.c))
-$(B)/cpu/tests/%: tests/models/%.c tests/harness/tap.h $(B)/cpu/libparalab.a
-	@mkdir -p $(@D)
-	$(call say,CC,$@)
-	$(Q)$(MPICC) $(CFLAGS) $< $(B)/cpu/libparalab.a $(LDLIBS) -o $@
-model-tests: libs $(MODEL_TEST_BINS)
-
-bench-kernels: libs $(if $(HAVE_NVCC),$(B)/cuda/bench/bench_kernels)
-	@if [ -z "$(HAVE_NVCC)" ]; then echo "bench-kernels: nvcc not found, the cuda flavour is not built: nothing to measure"; \
-	elif [ -z "$(HAVE_GPU)" ]; then echo "bench-kernels: no GPU on this machine: nothing to measure"; \
-	else $(MPIRUN) -np 1 $(B)/cuda/bench/bench_kernels --device cuda; fi
-
-# ==== Lab 6 (data parallelism), its kernels and datasets/ tests ==========================
-# make lab-6 RUN=train [SOLUTION=1] [NP="2 4"] [EPOCHS=5]: instead of grading, train the MLP
-# on Fashion-MNIST with labs/06-ddp (solutions/ with SOLUTION=1) at each world size, then
-# plot loss and accuracy per epoch (build/train-6/train.png). Same as `make train-6`.
-EPOCHS ?= 5
-KERN_DDP_TEST := $(B)/cpu/tests/test_kernels_ddp
-DS_TEST       := $(B)/cpu/tests/test_datasets
-DS_FUZZ       := $(B)/tools/fuzz_idx
-$(KERN_DDP_TEST): tests/kernels/test_kernels_ddp.c $(B)/cpu/libparalab.a
-	@mkdir -p $(@D)
-	$(call say,CC,$@)
-	$(Q)$(MPICC) $(CFLAGS) $< $(B)/cpu/libparalab.a $(LDLIBS) -o $@
-$(DS_TEST): tests/datasets/test_datasets.c $(B)/cpu/libparalab.a
-	@mkdir -p $(@D)
-	$(call say,CC,$@)
-	$(Q)$(MPICC) $(CFLAGS) $< $(B)/cpu/libparalab.a $(LDLIBS) -o $@
-# libFuzzer needs clang; without it the fuzz run is skipped (the script says so).
-$(DS_FUZZ): tests/datasets/fuzz_idx.c datasets/ds_idx.c datasets/ds_idx.h
-	@mkdir -p $(@D)
-	$(call say,CLANG,$@)
-	$(Q)clang -g -O1 -fsanitize=fuzzer,address,undefined -Idatasets $< datasets/ds_idx.c -lz -o $@
-test-ddp-bins: $(KERN_DDP_TEST) $(DS_TEST)
-
-train-6: libs FORCE
-	@bin=$(B)/$(FLAVOR)/$(if $(SOLUTION),solutions,labs)/lab06-train; \
-	$(MAKE) --no-print-directory -s driver LAB=06-ddp SRC=$(if $(SOLUTION),solutions,labs)/06-ddp FLAVOR=$(FLAVOR) BIN=$$bin && \
-	MPIRUN="$(MPIRUN)" NP="$(or $(NP),2 4)" EPOCHS=$(EPOCHS) OUTDIR=$(B)/train-6 scripts/train-6.sh $$bin
-ifeq ($(RUN),train)
-lab-6: train-6 ; @:
-endif
-
-# ==== Lab 2 (tensor parallelism): cost-model tests, calibration, scaling runs ============
-# make calibrate: Lab 0's p2p sweep + a GEMM measurement -> common/profiles/this-machine.profile
-# make scaling LAB=2 [PROFILE=dgx-h100] [SOLUTION=1] [NP="1 2 4 8"]: strong and weak scaling
-#   of the lab's MLP step, measured and predicted, table + gnuplot PNG in build/scaling-2/.
-PROFILE        ?= dgx-h100
-COSTMODEL_TEST := $(B)/cpu/tests/test_costmodel
-CALIBRATE      := $(B)/cpu/tools/pl-calibrate
-$(COSTMODEL_TEST): tests/costmodel/test_costmodel.c tests/harness/tap.h $(B)/cpu/libparalab.a
-	@mkdir -p $(@D)
-	$(call say,CC,$@)
-	$(Q)$(MPICC) $(CFLAGS) $< $(B)/cpu/libparalab.a $(LDLIBS) -o $@
-$(CALIBRATE): common/tools/pl_calibrate.c $(B)/cpu/libparalab.a
-	@mkdir -p $(@D)
-	$(call say,CC,$@)
-	$(Q)$(MPICC) $(CFLAGS) $< $(B)/cpu/libparalab.a $(LDLIBS) -o $@
-
-calibrate: libs $(CALIBRATE) FORCE
-	@$(MAKE) --no-print-directory -s driver LAB=00-hello SRC=labs/00-hello FLAVOR=$(FLAVOR) BIN=$(B)/$(FLAVOR)/labs/lab00
-	$(MPIRUN) -np 2 $(B)/$(FLAVOR)/labs/lab00 -b 8 -e 4M -f 8 -q --p2p-json $(B)/p2p.json >/dev/null
-	$(MPIRUN) -np 1 $(CALIBRATE) --p2p-json $(B)/p2p.json --out common/profiles/this-machine.profile
-
-scaling: libs FORCE
-	@l="$(call lab_name,$(or $(LAB),2))"; [ "$$l" = 02-tp-gemm ] || { echo "error: make scaling supports LAB=2 only (got '$(LAB)')" >&2; exit 2; }; \
-	kind=$(if $(SOLUTION),solutions,labs); bin=$(B)/$(FLAVOR)/$$kind/lab02; \
-	$(MAKE) --no-print-directory -s driver LAB=$$l SRC=$$kind/$$l FLAVOR=$(FLAVOR) BIN=$$bin && \
-	MPIRUN="$(MPIRUN)" PROFILE="$(PROFILE)" NP="$(NP)" OUTDIR=$(B)/scaling-2 scripts/scaling.sh $$bin
-.PHONY: calibrate scaling
+	@echo "  SOLUTION=1            use solutions/NN-* instead of labs/NN-*"
+	@echo "  NP=\"3 5\"              world sizes to run (default: the rubric's, or the mode's)"
+	@echo "  T=pattern             only cases whose name matches the glob (e.g. T='allreduce_ring*')"
+	@echo "  RUN=MODE  ARGS=\"..\"   a lab mode instead of grading, with extra driver flags"
+	@echo "  PROFILE=name  EPOCHS=N  PROMPT=\"..\"  GGUF=file   passed to the modes that take them"
+	@echo "  DEVICE=cpu|cuda       force the device backend; COMM=mpi|nccl force the comm backend"
+	@echo "  LAB=N  OUT=dir        for make grade / bench / scaling; HIDDEN=dir adds an instructor's hidden cases"
+	@echo "  SANDBOX=on|off|auto   run the graded code in bubblewrap (make grade: on)"
+	@echo "  TRACE=1               write a Chrome trace (trace.json) of each run, for Perfetto"
+	@echo "  MPIRUN=\"...\"          the launcher, e.g. \"mpirun --hostfile hosts\" or \"srun -n {np}\""
+	@echo "  FLAVOR=cpu|cuda       which build runs the labs (default: cuda when built and a GPU is present)"
+	@echo "  NO_CUDA=1 NO_NCCL=1 CUDA_HOME=dir MPI_HOME=dir NCCL_HOME=dir CUDA_ARCH=\"80 90\" V=1   build controls"

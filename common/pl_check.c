@@ -1,13 +1,12 @@
 /* pl_check.c - comparing results, poisoning outputs, timing. */
 #include <math.h>
-#include <mpi.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "pl_backend.h"
-#include "pl_check.h"
-#include "pl_trace.h"
+#include "pl_check.h"      // defines: the API implemented here
+#include "pl_instrument.h" // defines: pl_host_allreduce (not counted as the lab's traffic)
+#include "pl_runtime.h"    // defines: pl_info, PL_CHECK
 
 pl_compare pl_compare_host(const float *got, const float *expected, size_t n, double abs_tol) {
     pl_compare r = {.n = n};
@@ -60,7 +59,7 @@ pl_timing pl_time(void (*fn)(void *arg), void *arg, int warmup, int iters, pl_co
         t[i] = (pl_now() - t0) * 1e6;
     }
     /* The slowest rank defines an iteration: reduce each iteration's time with max. */
-    PL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, t, iters, MPI_DOUBLE, MPI_MAX, (MPI_Comm)c->mpi));
+    pl_host_allreduce(t, iters, PL_HOST_MAX, c);
     qsort(t, (size_t)iters, sizeof *t, cmp_double);
     pl_timing r = {.iters = iters, .min_us = t[0], .max_us = t[iters - 1]};
     r.median_us = iters % 2 ? t[iters / 2] : 0.5 * (t[iters / 2 - 1] + t[iters / 2]);
@@ -69,4 +68,22 @@ pl_timing pl_time(void (*fn)(void *arg), void *arg, int warmup, int iters, pl_co
     r.mean_us = sum / iters;
     free(t);
     return r;
+}
+
+double pl_time_batch(void (*fn)(void *arg), void *arg, int warmup, int iters, pl_comm *c) {
+    PL_CHECK(iters > 0, "pl_time_batch needs at least one iteration");
+    for (int i = 0; i < warmup; i++) fn(arg);
+    pl_device_sync();
+    pl_barrier(c);
+    double t0 = pl_now();
+    for (int i = 0; i < iters; i++) fn(arg);
+    pl_device_sync();
+    double us = (pl_now() - t0) * 1e6 / iters;
+    pl_host_allreduce(&us, 1, PL_HOST_SUM, c);
+    return us / pl_comm_size(c);
+}
+
+double pl_tolerance(void) { return pl_info()->tf32 ? 5e-3 : 1e-5; }
+const char *pl_tolerance_why(void) {
+    return pl_info()->tf32 ? "TF32 GEMMs (PL_TF32=1) keep 10 mantissa bits" : "fp32";
 }

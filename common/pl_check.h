@@ -35,6 +35,15 @@ typedef struct {
     int iters;
 } pl_timing;
 pl_timing pl_time(void (*fn)(void *arg), void *arg, int warmup, int iters, pl_comm *c);
+/* nccl-tests' time of one iteration: `iters` calls back to back, one sync at the end, the
+ * total divided by iters, averaged over the ranks of c (microseconds). */
+double pl_time_batch(void (*fn)(void *arg), void *arg, int warmup, int iters, pl_comm *c);
+
+/* The tolerance of a float result against a float64 reference, as relative Frobenius
+ * error: 1e-5 when GEMMs are exact fp32, 5e-3 when they run in TF32 (cuda with
+ * PL_TF32=1). Decided here, once, for every check of the kit; and why, in words. */
+double pl_tolerance(void);
+const char *pl_tolerance_why(void);
 
 #ifdef __cplusplus
 }

@@ -1,13 +1,18 @@
 /* pl_comm.c - the generic comm layer: communicators, argument checks, group depth and
- * instrumentation of every operation; the backend in pl_cb moves the bytes. */
+ * instrumentation of every operation; the backend in pl_cb moves the bytes. Also the host
+ * collectives of the harness and the grader (pl_host_*), on private communicators, and the
+ * wire counters the backends feed. */
 #include <limits.h>
 #include <mpi.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-#include "pl_backend.h"
-#include "pl_internal.h"
+#include "pl_backend.h"    // defines: pl_cb, struct pl_comm, PL_MPI_CHECK
+#include "pl_instrument.h" // defines: pl_wire, pl_host_op
+#include "pl_internal.h"   // defines: pl_trace_record_open, pl_trace_close
 
 static pl_comm g_world;
 static int g_next_comm_id = 1;
@@ -17,12 +22,26 @@ static int g_group_depth;
 static size_t *g_group_events;
 static size_t g_group_n, g_group_cap;
 
-void pl_comm_setup_world(void) {
-    MPI_Comm dup;
-    PL_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &dup));
+/* A communicator for the lab's traffic and a private twin for host collectives. */
+static void open_mpi_pair(MPI_Comm from, pl_comm *c) {
+    MPI_Comm dup, host;
+    PL_MPI_CHECK(MPI_Comm_dup(from, &dup));
+    PL_MPI_CHECK(MPI_Comm_dup(from, &host));
     /* Errors come back to the harness, which explains them and aborts the job. */
-    MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
-    g_world.mpi = (void *)dup;
+    PL_MPI_CHECK(MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN));
+    PL_MPI_CHECK(MPI_Comm_set_errhandler(host, MPI_ERRORS_RETURN));
+    c->mpi = (void *)dup;
+    c->host = (void *)host;
+}
+
+static void close_mpi_pair(pl_comm *c) {
+    MPI_Comm m = (MPI_Comm)c->mpi, h = (MPI_Comm)c->host;
+    PL_MPI_CHECK(MPI_Comm_free(&m));
+    PL_MPI_CHECK(MPI_Comm_free(&h));
+}
+
+void pl_comm_setup_world(void) {
+    open_mpi_pair(MPI_COMM_WORLD, &g_world);
     g_world.rank = pl_rank();
     g_world.size = pl_world();
     g_world.id = 0;
@@ -31,8 +50,7 @@ void pl_comm_setup_world(void) {
 
 void pl_comm_teardown(void) {
     if (pl_cb->finalize) pl_cb->finalize();
-    MPI_Comm c = (MPI_Comm)g_world.mpi;
-    MPI_Comm_free(&c);
+    close_mpi_pair(&g_world);
     free(g_group_events);
     g_group_events = NULL;
     g_group_n = g_group_cap = 0;
@@ -49,12 +67,12 @@ pl_comm *pl_comm_split(pl_comm *parent, int color, int key) {
     MPI_Comm nc;
     PL_MPI_CHECK(MPI_Comm_split((MPI_Comm)parent->mpi, color < 0 ? MPI_UNDEFINED : color, key, &nc));
     if (nc == MPI_COMM_NULL) return NULL;
-    MPI_Comm_set_errhandler(nc, MPI_ERRORS_RETURN);
     pl_comm *c = calloc(1, sizeof *c);
     PL_CHECK(c != NULL, "out of host memory");
-    c->mpi = (void *)nc;
-    MPI_Comm_rank(nc, &c->rank);
-    MPI_Comm_size(nc, &c->size);
+    open_mpi_pair(nc, c);
+    PL_MPI_CHECK(MPI_Comm_free(&nc));
+    PL_MPI_CHECK(MPI_Comm_rank((MPI_Comm)c->mpi, &c->rank));
+    PL_MPI_CHECK(MPI_Comm_size((MPI_Comm)c->mpi, &c->size));
     c->id = g_next_comm_id++;
     if (pl_cb->comm_init) pl_cb->comm_init(c);
     return c;
@@ -64,8 +82,7 @@ void pl_comm_free(pl_comm *c) {
     if (!c || c == &g_world) return;
     pl_device_sync();
     if (pl_cb->comm_free) pl_cb->comm_free(c);
-    MPI_Comm m = (MPI_Comm)c->mpi;
-    MPI_Comm_free(&m);
+    close_mpi_pair(c);
     free(c);
 }
 
@@ -228,5 +245,74 @@ void pl_barrier(pl_comm *c) {
         pl_watchdog_poll();
         sched_yield(); /* ranks often outnumber cores here */
     }
+    pl_watchdog_disarm();
+}
+
+/* -- wire counters ------------------------------------------------------------------------ */
+static pl_wire g_wire;
+
+void pl_wire_p2p(int is_send, uint64_t bytes) {
+    if (is_send) g_wire.p2p_bytes_sent += bytes, g_wire.p2p_msgs_sent++;
+    else g_wire.p2p_bytes_recv += bytes, g_wire.p2p_msgs_recv++;
+}
+void pl_wire_coll(uint64_t bytes) {
+    g_wire.coll_calls++;
+    g_wire.coll_bytes += bytes;
+}
+void pl_wire_get(pl_wire *w) { *w = g_wire; }
+
+/* -- host collectives --------------------------------------------------------------------- */
+static MPI_Comm host_of(pl_comm *c) { return (MPI_Comm)(c ? c : &g_world)->host; }
+
+void pl_host_allreduce(double *v, int n, pl_host_op op, pl_comm *c) {
+    MPI_Op mop = op == PL_HOST_MAX ? MPI_MAX : op == PL_HOST_MIN ? MPI_MIN : MPI_SUM;
+    pl_watchdog_arm("host allreduce", -1);
+    PL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, mop, host_of(c)));
+    pl_watchdog_disarm();
+}
+
+/* Gathers to every rank (root < 0) or to root only (the others get NULL). */
+static void *host_gatherv(const void *mine, size_t bytes, size_t *counts, int root, pl_comm *c) {
+    MPI_Comm comm = host_of(c);
+    int size = 0;
+    PL_MPI_CHECK(MPI_Comm_size(comm, &size));
+    PL_CHECK(bytes <= (size_t)INT_MAX, "pl_host_gatherv: more than 2 GiB from one rank");
+    int n = (int)bytes, *cnt = malloc((size_t)size * sizeof *cnt), *displ = malloc((size_t)size * sizeof *displ);
+    PL_CHECK(cnt && displ, "out of host memory");
+    int me = 0;
+    PL_MPI_CHECK(MPI_Comm_rank(comm, &me));
+    bool here = root < 0 || me == root;
+    pl_watchdog_arm("host gather", -1);
+    if (root < 0) PL_MPI_CHECK(MPI_Allgather(&n, 1, MPI_INT, cnt, 1, MPI_INT, comm));
+    else PL_MPI_CHECK(MPI_Gather(&n, 1, MPI_INT, cnt, 1, MPI_INT, root, comm));
+    long long total = 0;
+    for (int r = 0; here && r < size; r++) {
+        PL_CHECK(total <= INT_MAX, "pl_host_gatherv: more than 2 GiB in all");
+        displ[r] = (int)total;
+        total += cnt[r];
+        if (counts) counts[r] = (size_t)cnt[r];
+    }
+    PL_CHECK(total <= INT_MAX, "pl_host_gatherv: more than 2 GiB in all");
+    char *all = here ? malloc((size_t)total + 1) : NULL;
+    PL_CHECK(!here || all != NULL, "out of host memory");
+    if (root < 0) PL_MPI_CHECK(MPI_Allgatherv(mine, n, MPI_BYTE, all, cnt, displ, MPI_BYTE, comm));
+    else PL_MPI_CHECK(MPI_Gatherv(mine, n, MPI_BYTE, all, cnt, displ, MPI_BYTE, root, comm));
+    pl_watchdog_disarm();
+    free(cnt);
+    free(displ);
+    return all;
+}
+
+void *pl_host_allgatherv(const void *mine, size_t bytes, size_t *counts, pl_comm *c) {
+    return host_gatherv(mine, bytes, counts, -1, c);
+}
+void *pl_host_gatherv(const void *mine, size_t bytes, size_t *counts, int root, pl_comm *c) {
+    return host_gatherv(mine, bytes, counts, root, c);
+}
+
+void pl_host_bcast(void *buf, size_t bytes, int root, pl_comm *c) {
+    PL_CHECK(bytes <= (size_t)INT_MAX, "pl_host_bcast: more than 2 GiB");
+    pl_watchdog_arm("host broadcast", -1);
+    PL_MPI_CHECK(MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, host_of(c)));
     pl_watchdog_disarm();
 }

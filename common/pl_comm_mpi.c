@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pl_backend.h"
-#include "pl_internal.h"
+#include "pl_backend.h"  // defines: pl_comm_backend, struct pl_comm, struct pl_stream
+#include "pl_internal.h" // defines: pl_trace_close, pl_wire_p2p, pl_wire_coll
 
 extern size_t pl_comm_current_event;
 
@@ -166,6 +166,7 @@ static void mpi_send(const float *buf, size_t count, int peer, pl_comm *c, pl_st
     pending *p = push(&g_group);
     p->op = "send";
     p->peer = peer;
+    pl_wire_p2p(1, count * sizeof(float));
     const float *h = host_in(buf, count, p);
     PL_MPI_CHECK(MPI_Issend(h, (int)count, MPI_FLOAT, peer, PL_P2P_TAG, (MPI_Comm)c->mpi, &p->req));
 }
@@ -175,6 +176,7 @@ static void mpi_recv(float *buf, size_t count, int peer, pl_comm *c, pl_stream *
     pending *p = push(&g_group);
     p->op = "recv";
     p->peer = peer;
+    pl_wire_p2p(0, count * sizeof(float));
     float *h = buf;
     if (on_cuda()) {
         h = malloc(count * sizeof *h);
@@ -267,6 +269,7 @@ static const float *scratch_copy(pending *p, const float *src, size_t n) {
 }
 
 static void mpi_allreduce(const float *sb, float *rb, size_t n, pl_op op, pl_comm *c, pl_stream *s) {
+    pl_wire_coll(n * sizeof(float));
     host_pair h = stage_pair("allreduce", sb, sb == rb ? 0 : n, rb, n, sb == rb, s);
     if (sb == rb) h.in = h.out;
     const void *in = h.in == h.out ? MPI_IN_PLACE : (const void *)h.in;
@@ -278,6 +281,7 @@ static void mpi_allreduce(const float *sb, float *rb, size_t n, pl_op op, pl_com
 }
 
 static void mpi_allgather(const float *sb, float *rb, size_t n, pl_comm *c, pl_stream *s) {
+    pl_wire_coll(n * (size_t)c->size * sizeof(float));
     size_t total = n * (size_t)c->size;
     int in_place = sb == rb + (size_t)c->rank * n;
     host_pair h = stage_pair("allgather", sb, in_place ? 0 : n, rb, total, in_place, s);
@@ -291,6 +295,7 @@ static void mpi_allgather(const float *sb, float *rb, size_t n, pl_comm *c, pl_s
 
 static void mpi_reduce_scatter(const float *sb, float *rb, size_t n, pl_op op, pl_comm *c,
                                pl_stream *s) {
+    pl_wire_coll(n * (size_t)c->size * sizeof(float));
     size_t total = n * (size_t)c->size;
     host_pair h = stage_pair("reduce_scatter", sb, total, rb, n, 0, s);
     /* MPI needs disjoint buffers; NCCL's in-place form has rb inside sb. */
@@ -304,6 +309,7 @@ static void mpi_reduce_scatter(const float *sb, float *rb, size_t n, pl_op op, p
 }
 
 static void mpi_broadcast(const float *sb, float *rb, size_t n, int root, pl_comm *c, pl_stream *s) {
+    pl_wire_coll(n * sizeof(float));
     int is_root = c->rank == root;
     host_pair h = stage_pair("broadcast", is_root && sb != rb ? sb : rb, is_root && sb != rb ? n : 0,
                              rb, n, is_root && sb == rb, s);
@@ -316,6 +322,7 @@ static void mpi_broadcast(const float *sb, float *rb, size_t n, int root, pl_com
 
 static void mpi_reduce(const float *sb, float *rb, size_t n, pl_op op, int root, pl_comm *c,
                        pl_stream *s) {
+    pl_wire_coll(n * sizeof(float));
     int is_root = c->rank == root;
     host_pair h = stage_pair("reduce", sb, (is_root && sb == rb) ? 0 : n, is_root ? rb : NULL,
                              is_root ? n : 0, is_root && sb == rb, s);
@@ -329,6 +336,7 @@ static void mpi_reduce(const float *sb, float *rb, size_t n, pl_op op, int root,
 }
 
 static void mpi_alltoall(const float *sb, float *rb, size_t n, pl_comm *c, pl_stream *s) {
+    pl_wire_coll(n * (size_t)c->size * sizeof(float));
     size_t total = n * (size_t)c->size;
     host_pair h = stage_pair("alltoall", sb, sb == rb ? 0 : total, rb, total, sb == rb, s);
     const float *in = h.in;
@@ -345,8 +353,6 @@ static void mpi_drain(pl_stream *s) {
     s->completed_at = pl_trace_clock();
 }
 
-static void mpi_abort(void) {}
-
 const pl_comm_backend pl_comm_mpi = {
     .name = "mpi",
     .init = mpi_init,
@@ -362,5 +368,6 @@ const pl_comm_backend pl_comm_mpi = {
     .reduce = mpi_reduce,
     .alltoall = mpi_alltoall,
     .drain = mpi_drain,
-    .abort = mpi_abort,
+    .poll = NULL,  /* MPI reports errors from the calls themselves */
+    .abort = NULL, /* nothing to tear down: MPI_Abort ends the job  */
 };

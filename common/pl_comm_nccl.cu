@@ -30,6 +30,7 @@
 #include "pl_backend.h"    // defines: pl_comm_backend, struct pl_comm, pl_stream_resolve
 #include "pl_cuda_check.h" // defines: PL_CUDA_CHECK, PL_NCCL_CHECK
 #include "pl_cuda_info.h"  // defines: pl_nccl_version, pl_nccl_check_async
+#include "pl_internal.h"   // defines: pl_wire_p2p, pl_wire_coll (what went to NCCL)
 
 /* ================================================================================== */
 /* State                                                                              */
@@ -150,10 +151,12 @@ static void pl_nccl_group_end(void) {
 }
 
 static void pl_nccl_send(const float *buf, size_t count, int peer, pl_comm *c, pl_stream *s) {
+    pl_wire_p2p(1, count * sizeof(float));
     PL_NCCL_CHECK(ncclSend(buf, count, ncclFloat, peer, pl_nccl_of(c), pl_nccl_stream(s)));
 }
 
 static void pl_nccl_recv(float *buf, size_t count, int peer, pl_comm *c, pl_stream *s) {
+    pl_wire_p2p(0, count * sizeof(float));
     PL_NCCL_CHECK(ncclRecv(buf, count, ncclFloat, peer, pl_nccl_of(c), pl_nccl_stream(s)));
 }
 
@@ -163,27 +166,32 @@ static void pl_nccl_recv(float *buf, size_t count, int peer, pl_comm *c, pl_stre
 
 static void pl_nccl_allreduce(const float *sb, float *rb, size_t n, pl_op op, pl_comm *c,
                               pl_stream *s) {
+    pl_wire_coll(n * sizeof(float));
     PL_NCCL_CHECK(ncclAllReduce(sb, rb, n, ncclFloat, pl_nccl_op(op), pl_nccl_of(c),
                                 pl_nccl_stream(s)));
 }
 
 static void pl_nccl_allgather(const float *sb, float *rb, size_t n, pl_comm *c, pl_stream *s) {
+    pl_wire_coll(n * (size_t)c->size * sizeof(float));
     PL_NCCL_CHECK(ncclAllGather(sb, rb, n, ncclFloat, pl_nccl_of(c), pl_nccl_stream(s)));
 }
 
 static void pl_nccl_reduce_scatter(const float *sb, float *rb, size_t n, pl_op op, pl_comm *c,
                                    pl_stream *s) {
+    pl_wire_coll(n * (size_t)c->size * sizeof(float));
     PL_NCCL_CHECK(ncclReduceScatter(sb, rb, n, ncclFloat, pl_nccl_op(op), pl_nccl_of(c),
                                     pl_nccl_stream(s)));
 }
 
 static void pl_nccl_broadcast(const float *sb, float *rb, size_t n, int root, pl_comm *c,
                               pl_stream *s) {
+    pl_wire_coll(n * sizeof(float));
     PL_NCCL_CHECK(ncclBroadcast(sb, rb, n, ncclFloat, root, pl_nccl_of(c), pl_nccl_stream(s)));
 }
 
 static void pl_nccl_reduce(const float *sb, float *rb, size_t n, pl_op op, int root, pl_comm *c,
                            pl_stream *s) {
+    pl_wire_coll(n * sizeof(float));
     PL_NCCL_CHECK(ncclReduce(sb, rb, n, ncclFloat, pl_nccl_op(op), root, pl_nccl_of(c),
                              pl_nccl_stream(s)));
 }
@@ -191,6 +199,7 @@ static void pl_nccl_reduce(const float *sb, float *rb, size_t n, pl_op op, int r
 /* All-to-all as one group of a send and a receive per peer (self included), which every
  * NCCL version supports. */
 static void pl_nccl_alltoall(const float *sb, float *rb, size_t n, pl_comm *c, pl_stream *s) {
+    pl_wire_coll(n * (size_t)c->size * sizeof(float));
     ncclComm_t nc = pl_nccl_of(c);
     cudaStream_t st = pl_nccl_stream(s);
     const float *src = sb;
@@ -223,6 +232,8 @@ static void pl_nccl_alltoall(const float *sb, float *rb, size_t n, pl_comm *c, p
     }
 }
 
+static void pl_nccl_poll(void) { (void)pl_nccl_check_async(); }
+
 extern "C" const pl_comm_backend pl_comm_nccl = {
     .name = "nccl",
     .init = pl_nccl_init,
@@ -240,6 +251,7 @@ extern "C" const pl_comm_backend pl_comm_nccl = {
     .reduce = pl_nccl_reduce,
     .alltoall = pl_nccl_alltoall,
     .drain = NULL, /* operations are ordered on their CUDA streams; nothing to complete */
+    .poll = pl_nccl_poll,
     .abort = pl_nccl_abort,
 };
 

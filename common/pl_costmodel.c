@@ -3,13 +3,13 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
-#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "pl_backend.h"   // defines: struct pl_comm (the MPI communicator), PL_MPI_CHECK
-#include "pl_costmodel.h" // defines: the API implemented here
+#include "pl_costmodel.h"  // defines: the API implemented here
+#include "pl_instrument.h" // defines: pl_trace_events, pl_host_allgatherv
+#include "pl_runtime.h"    // defines: PL_CHECK
 
 /* ---- profiles --------------------------------------------------------------------------- */
 
@@ -549,28 +549,46 @@ size_t plc_ops_from_trace(size_t first, int rank, plc_op *out, size_t cap) {
 
 int plc_replay_trace(const plc_profile *p, size_t first, pl_comm *world, plc_prediction *out,
                      char *err, size_t errlen) {
-    MPI_Comm comm = (MPI_Comm)world->mpi;
-    int size = world->size, me = world->rank;
     size_t avail = pl_trace_count() > first ? pl_trace_count() - first : 0;
     plc_op *mine = malloc((avail + 1) * sizeof *mine);
     PL_CHECK(mine != NULL, "out of host memory in the cost model");
-    int n = (int)plc_ops_from_trace(first, me, mine, avail);
-    int *counts = malloc((size_t)size * sizeof *counts), *displs = malloc((size_t)size * sizeof *displs);
-    PL_CHECK(counts && displs, "out of host memory in the cost model");
-    int nbytes = n * (int)sizeof(plc_op);
-    PL_MPI_CHECK(MPI_Allgather(&nbytes, 1, MPI_INT, counts, 1, MPI_INT, comm));
-    int total = 0;
-    for (int r = 0; r < size; r++) {
-        displs[r] = total;
-        total += counts[r];
-    }
-    plc_op *all = malloc((size_t)total + sizeof(plc_op));
-    PL_CHECK(all != NULL, "out of host memory in the cost model");
-    PL_MPI_CHECK(MPI_Allgatherv(mine, nbytes, MPI_BYTE, all, counts, displs, MPI_BYTE, comm));
-    int rc = plc_replay(p, all, (size_t)total / sizeof(plc_op), size, out, err, errlen);
+    size_t n = plc_ops_from_trace(first, pl_comm_rank(world), mine, avail), total = 0;
+    size_t *counts = calloc((size_t)pl_comm_size(world), sizeof *counts);
+    PL_CHECK(counts != NULL, "out of host memory in the cost model");
+    /* The comm layer gathers every rank's ops (a host collective: not counted traffic). */
+    plc_op *all = pl_host_allgatherv(mine, n * sizeof *mine, counts, world);
+    for (int r = 0; r < pl_comm_size(world); r++) total += counts[r];
+    int rc = plc_replay(p, all, total / sizeof(plc_op), pl_comm_size(world), out, err, errlen);
     free(mine);
     free(counts);
-    free(displs);
     free(all);
     return rc;
+}
+
+/* ---- hand-written op lists -------------------------------------------------------------- */
+
+void plc_list_rank(plc_list *l, int rank, int comm_id, int comm_size) {
+    l->rank = rank;
+    l->comm_id = comm_id;
+    l->comm_size = comm_size;
+}
+
+void plc_list_op(plc_list *l, pl_op_kind kind, double flops, double bytes) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        l->ops = realloc(l->ops, l->cap * sizeof *l->ops);
+        PL_CHECK(l->ops != NULL, "out of host memory in the cost model");
+    }
+    double t = (double)l->n;
+    l->ops[l->n++] = (plc_op){.rank = l->rank, .kind = kind, .comm_id = l->comm_id, .comm_size = l->comm_size,
+                              .peer = -1, .flops = flops, .bytes = bytes, .t_start = t, .t_end = t + 0.5};
+}
+
+void plc_list_gemm(plc_list *l, double m, double n, double k) {
+    plc_list_op(l, PL_OP_GEMM, 2 * m * n * k, 4 * (m * k + k * n + m * n));
+}
+
+void plc_list_free(plc_list *l) {
+    free(l->ops);
+    *l = (plc_list){0};
 }

@@ -4,10 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pl_backend.h"
-#include "pl_internal.h"
+#include "pl_backend.h"  // defines: pl_dev, struct pl_stream, struct pl_event
+#include "pl_internal.h" // defines: pl_mem_track_*, pl_trace_* hooks
 
 static pl_stream g_compute = {.id = 0}, g_comm = {.id = 1};
+static void (*g_drain)(pl_stream *s); /* the comm layer's: completes pending operations */
+
+void pl_device_set_drain(void (*drain)(pl_stream *s)) { g_drain = drain; }
 
 pl_stream *pl_stream_compute(void) { return &g_compute; }
 pl_stream *pl_stream_comm(void) { return &g_comm; }
@@ -30,88 +33,11 @@ void pl_device_teardown_streams(void) {
 /* In-order streams: work issued on s runs after s's pending communication. */
 pl_stream *pl_stream_ready(pl_stream *s) {
     s = pl_stream_resolve(s);
-    if (s->completed != s->issued && pl_cb->drain) pl_cb->drain(s);
+    if (s->completed != s->issued && g_drain) g_drain(s);
     return s;
 }
 int pl_stream_id(const pl_stream *s) { return s ? s->id : 0; }
 void *pl_stream_native(pl_stream *s) { return pl_stream_resolve(s)->native; }
-
-/* -- memory accounting: a small open-addressing table of live allocations ------------ */
-typedef struct { void *p; size_t bytes; } alloc_slot;
-static alloc_slot *g_slots;
-static size_t g_cap, g_live;
-static size_t g_in_use, g_peak;
-
-static size_t slot_of(void *p, size_t cap) {
-    uintptr_t h = (uintptr_t)p;
-    h ^= h >> 17;
-    h *= 0x9E3779B97F4A7C15ull;
-    return (size_t)(h >> 20) & (cap - 1);
-}
-
-static void table_put(void *p, size_t bytes) {
-    if (2 * (g_live + 1) > g_cap) {
-        size_t ncap = g_cap ? 2 * g_cap : 256;
-        alloc_slot *n = calloc(ncap, sizeof *n);
-        PL_CHECK(n != NULL, "out of host memory for the allocation table");
-        for (size_t i = 0; i < g_cap; i++) {
-            if (!g_slots[i].p) continue;
-            size_t j = slot_of(g_slots[i].p, ncap);
-            while (n[j].p) j = (j + 1) & (ncap - 1);
-            n[j] = g_slots[i];
-        }
-        free(g_slots);
-        g_slots = n;
-        g_cap = ncap;
-    }
-    size_t j = slot_of(p, g_cap);
-    while (g_slots[j].p) j = (j + 1) & (g_cap - 1);
-    g_slots[j].p = p;
-    g_slots[j].bytes = bytes;
-    g_live++;
-}
-
-/* Returns the size, or SIZE_MAX when p was never allocated here. */
-static size_t table_take(void *p) {
-    if (!g_cap) return SIZE_MAX;
-    size_t j = slot_of(p, g_cap);
-    while (g_slots[j].p) {
-        if (g_slots[j].p == p) {
-            size_t bytes = g_slots[j].bytes;
-            /* Backward-shift deletion keeps probe chains intact. */
-            size_t hole = j;
-            for (size_t k = (j + 1) & (g_cap - 1); g_slots[k].p; k = (k + 1) & (g_cap - 1)) {
-                size_t home = slot_of(g_slots[k].p, g_cap);
-                int movable = hole <= k ? (home <= hole || home > k) : (home <= hole && home > k);
-                if (movable) {
-                    g_slots[hole] = g_slots[k];
-                    hole = k;
-                }
-            }
-            g_slots[hole].p = NULL;
-            g_live--;
-            return bytes;
-        }
-        j = (j + 1) & (g_cap - 1);
-    }
-    return SIZE_MAX;
-}
-
-void pl_mem_track_alloc(void *p, size_t bytes) {
-    table_put(p, bytes);
-    g_in_use += bytes;
-    if (g_in_use > g_peak) g_peak = g_in_use;
-}
-
-void pl_mem_track_free(void *p) {
-    size_t bytes = table_take(p);
-    PL_CHECK(bytes != SIZE_MAX, "pl_free of a pointer that pl_malloc did not return (double free?)");
-    g_in_use -= bytes;
-}
-
-size_t pl_mem_in_use(void) { return g_in_use; }
-size_t pl_mem_peak(void) { return g_peak; }
-void pl_mem_reset_peak(void) { g_peak = g_in_use; }
 
 void *pl_malloc(size_t bytes) {
     void *p = pl_dev->malloc(bytes);
@@ -213,7 +139,7 @@ void pl_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *A,
 void pl_stream_sync(pl_stream *s) {
     s = pl_stream_resolve(s);
     pl_trace_host_synced(s->id);
-    if (s->completed != s->issued && pl_cb->drain) pl_cb->drain(s);
+    if (s->completed != s->issued && g_drain) g_drain(s);
     if (pl_dev->stream_sync) {
         /* On a GPU a deadlocked NCCL call shows up as a stream that never drains. */
         pl_watchdog_arm(s->id ? "comm stream sync" : "compute stream sync", -1);
@@ -269,7 +195,7 @@ void pl_event_sync(pl_event *e) {
         pl_dev->stream_sync(e->stream); /* conservative: cuda event sync == stream position */
         return;
     }
-    if (e->stream->completed < e->seq && pl_cb->drain) pl_cb->drain(e->stream);
+    if (e->stream->completed < e->seq && g_drain) g_drain(e->stream);
     pl_event_done(e);
 }
 

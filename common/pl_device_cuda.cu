@@ -22,7 +22,7 @@
 #include "pl_backend.h"    // defines: pl_device_backend, struct pl_stream/pl_event
 #include "pl_cuda_check.h" // defines: PL_CUDA_CHECK, PL_CUBLAS_CHECK, PL_CUDA_KERNEL_CHECK
 #include "pl_cuda_info.h"  // defines: pl_cuda_versions, pl_cuda_device_describe, ...
-#include "pl_trace.h"      // defines: pl_watchdog_poll
+#include "pl_instrument.h" // defines: pl_watchdog_poll
 
 /* ================================================================================== */
 /* State                                                                              */
@@ -133,8 +133,7 @@ static void pl_cuda_init(pl_runtime_info *info) {
     PL_CUBLAS_CHECK(cublasCreate(&pl_cuda_state.blas));
     /* FP32 by default, so GEMMs match the cpu backend to fp32 rounding. TF32 tensor cores
      * are much faster on Ampere and later, at ~1e-3 relative error: opt-in. */
-    const char *tf32 = getenv("PL_TF32");
-    bool use_tf32 = tf32 && strcmp(tf32, "1") == 0;
+    bool use_tf32 = pl_info()->tf32 != 0; /* decided in pl_init (PL_TF32=1) */
     PL_CUBLAS_CHECK(cublasSetMathMode(pl_cuda_state.blas, use_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
                                                                    : CUBLAS_DEFAULT_MATH));
     if (use_tf32) pl_log0("cuBLAS GEMMs use TF32 tensor cores (PL_TF32=1), not exact fp32");

@@ -51,6 +51,7 @@ typedef struct {
     int trace;            /* TRACE=1 / --trace: write a Chrome trace at exit    */
     char trace_path[256];
     int blas_threads;
+    int tf32;             /* cuda GEMMs in TF32 (PL_TF32=1 on the cuda device)  */
 } pl_runtime_info;
 
 /* Initialise MPI and the backends. Harness flags removed from argv:

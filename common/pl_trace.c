@@ -1,18 +1,19 @@
-/* pl_trace.c - the per-rank operation record, metrics, Chrome traces, regions, the clock
- * and the comm watchdog. */
+/* pl_trace.c - the per-rank operation record, metrics, regions, the clock and the comm
+ * watchdog: the instrumentation layer. It sits below the device and comm layers and calls
+ * neither: they register hooks (NVTX ranges, an async-error poll and an abort for the
+ * watchdog) at start-up. The Chrome trace export, which needs every rank's record, is in
+ * pl_export.c above the comm layer. */
 
-#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "pl_backend.h"
-#include "pl_internal.h"
-#ifdef PL_HAVE_NCCL
-#include "pl_cuda_info.h"
-#endif
+#include "pl_device.h"     // defines: pl_mem_peak
+#include "pl_instrument.h" // defines: the API implemented here
+#include "pl_internal.h"   // defines: the hooks the lower layers register
+#include "pl_runtime.h"    // defines: pl_info, pl_log, pl_abort, PL_CHECK
 
 /* -- clock ------------------------------------------------------------------------------- */
 double pl_now(void) {
@@ -114,11 +115,17 @@ void pl_metrics_get(pl_metrics *m) {
 
 void pl_metrics_reset(void) {
     memset(&g_m, 0, sizeof g_m);
-    extern void pl_mem_reset_peak(void);
     pl_mem_reset_peak();
 }
 
 /* -- regions ------------------------------------------------------------------------------ */
+static void (*g_region_begin_hook)(const char *);
+static void (*g_region_end_hook)(void);
+void pl_trace_set_region_hooks(void (*begin)(const char *), void (*end)(void)) {
+    g_region_begin_hook = begin;
+    g_region_end_hook = end;
+}
+
 #define PL_REGION_DEPTH 32
 static size_t g_region_stack[PL_REGION_DEPTH];
 static int g_region_depth;
@@ -129,88 +136,14 @@ void pl_region_begin(const char *name) {
     size_t i = pl_trace_record_open(&e);
     if (g_region_depth < PL_REGION_DEPTH) g_region_stack[g_region_depth] = i;
     g_region_depth++;
-    if (pl_dev && pl_dev->region_begin) pl_dev->region_begin(name);
+    if (g_region_begin_hook) g_region_begin_hook(name);
 }
 
 void pl_region_end(void) {
     PL_CHECK(g_region_depth > 0, "pl_region_end without pl_region_begin");
     g_region_depth--;
     if (g_region_depth < PL_REGION_DEPTH) pl_trace_close(g_region_stack[g_region_depth], pl_trace_clock());
-    if (pl_dev && pl_dev->region_end) pl_dev->region_end();
-}
-
-/* -- Chrome trace ------------------------------------------------------------------------- */
-/* What travels to rank 0: fixed-size records (names are copied, pointers are not). */
-typedef struct {
-    int kind, stream, peer, comm_size;
-    double bytes, flops, t_start, t_end;
-    char name[32];
-} wire_event;
-
-void pl_trace_write_chrome(const char *path) {
-    pl_comm *w = pl_comm_world();
-    MPI_Comm comm = (MPI_Comm)w->mpi;
-    int n = (int)g_n, rank = w->rank, size = w->size;
-    wire_event *mine = calloc((size_t)n + 1, sizeof *mine);
-    PL_CHECK(mine != NULL, "out of host memory");
-    for (int i = 0; i < n; i++) {
-        const pl_trace_event *e = &g_ev[i];
-        mine[i] = (wire_event){e->kind, e->stream, e->peer, e->comm_size, (double)e->bytes,
-                               e->flops, e->t_start, e->t_end >= 0 ? e->t_end : e->t_start, {0}};
-        snprintf(mine[i].name, sizeof mine[i].name, "%s",
-                 (e->kind == PL_OP_REGION || e->kind == PL_OP_KERNEL) && e->name ? e->name : pl_op_kind_name(e->kind));
-    }
-    int *counts = NULL, *displs = NULL;
-    wire_event *all = NULL;
-    if (rank == 0) {
-        counts = calloc((size_t)size, sizeof *counts);
-        displs = calloc((size_t)size, sizeof *displs);
-    }
-    MPI_Gather(&n, 1, MPI_INT, counts, 1, MPI_INT, 0, comm);
-    int total = 0;
-    if (rank == 0) {
-        for (int r = 0; r < size; r++) {
-            displs[r] = total * (int)sizeof(wire_event);
-            total += counts[r];
-            counts[r] *= (int)sizeof(wire_event);
-        }
-        all = calloc((size_t)total + 1, sizeof *all);
-    }
-    MPI_Gatherv(mine, n * (int)sizeof(wire_event), MPI_BYTE, all, counts, displs, MPI_BYTE, 0, comm);
-    if (rank == 0) {
-        FILE *f = fopen(path, "w");
-        if (!f) {
-            pl_log("cannot write trace file %s", path);
-        } else {
-            fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
-            int first = 1;
-            for (int r = 0; r < size; r++) {
-                fprintf(f, "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}}",
-                        first ? "" : ",\n", r, r);
-                first = 0;
-                fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"compute stream\"}}", r);
-                fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":1,\"args\":{\"name\":\"comm stream\"}}", r);
-                fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":2,\"args\":{\"name\":\"regions\"}}", r);
-            }
-            for (int r = 0, k = 0; r < size; r++) {
-                int cnt = counts[r] / (int)sizeof(wire_event);
-                for (int i = 0; i < cnt; i++, k++) {
-                    const wire_event *e = &all[k];
-                    int tid = e->kind == PL_OP_REGION ? 2 : e->stream;
-                    fprintf(f, ",\n{\"ph\":\"X\",\"name\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
-                               "\"args\":{\"bytes\":%.0f,\"peer\":%d,\"ranks\":%d,\"flops\":%.0f}}",
-                            e->name, r, tid, e->t_start * 1e6, (e->t_end - e->t_start) * 1e6, e->bytes,
-                            e->peer, e->comm_size, e->flops);
-                }
-            }
-            fprintf(f, "\n]}\n");
-            fclose(f);
-        }
-    }
-    free(mine);
-    free(all);
-    free(counts);
-    free(displs);
+    if (g_region_end_hook) g_region_end_hook();
 }
 
 /* -- watchdog -----------------------------------------------------------------------------
@@ -223,6 +156,13 @@ void pl_trace_write_chrome(const char *path) {
 
 /* Arming happens around every wait, so it must be cheap: atomics, no lock. Only the
  * first caller past the limit (main thread or watchdog thread) reports. */
+static void (*g_wd_poll_hook)(void);  /* e.g. NCCL's asynchronous errors      */
+static void (*g_wd_abort_hook)(void); /* tear the comm backend down first     */
+void pl_watchdog_set_hooks(void (*poll)(void), void (*abort_comm)(void)) {
+    g_wd_poll_hook = poll;
+    g_wd_abort_hook = abort_comm;
+}
+
 static const char *_Atomic g_wd_op;
 static _Atomic int g_wd_peer;
 static _Atomic double g_wd_since;
@@ -256,7 +196,7 @@ static void report_and_exit(const char *op, int peer, double waited, int from_th
         pl_log("rank %d waits in %s for peer %d (%.1f s): deadlock? aborting", pl_rank(), op, peer, waited);
     else
         pl_log("rank %d waits in %s (%.1f s): deadlock? aborting", pl_rank(), op, waited);
-    if (!from_thread && pl_cb && pl_cb->abort) pl_cb->abort();
+    if (!from_thread && g_wd_abort_hook) g_wd_abort_hook();
     /* Give the other stuck ranks time to print their own line before the job dies. */
     struct timespec grace = {1, 500000000};
     nanosleep(&grace, NULL);
@@ -265,10 +205,8 @@ static void report_and_exit(const char *op, int peer, double waited, int from_th
 }
 
 void pl_watchdog_poll(void) {
-#ifdef PL_HAVE_NCCL
     /* NCCL reports some failures only asynchronously: surface them while waiting. */
-    if (pl_cb == &pl_comm_nccl) pl_nccl_check_async();
-#endif
+    if (g_wd_poll_hook) g_wd_poll_hook();
     const char *op;
     int peer;
     double waited;

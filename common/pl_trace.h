@@ -1,5 +1,8 @@
-/* pl_trace.h - per-rank instrumentation of every comm op and GEMM, metrics, Chrome
- * traces, named regions (NVTX on CUDA) and the comm watchdog.
+/* pl_trace.h - what a lab may do with the instrumentation: name phases of its work (they
+ * show in the Chrome trace and as NVTX ranges in Nsight Systems) and read the clock.
+ *
+ * Everything else (the record of every comm op and GEMM, the counters the grader reads, the
+ * comm watchdog) belongs to the harness and the grader: common/internal/pl_instrument.h.
  */
 #ifndef PL_TRACE_H
 #define PL_TRACE_H
@@ -32,73 +35,9 @@ static inline int pl_op_is_collective(pl_op_kind k) {
     return k >= PL_OP_ALLREDUCE && k <= PL_OP_ALLTOALL;
 }
 
-/* One recorded operation. Times are seconds since pl_init on this rank (host clock; on
- * CUDA the op's issue and completion as seen by the host). */
-typedef struct {
-    pl_op_kind kind;
-    int stream;        /* 0 compute, 1 comm                                    */
-    int peer;          /* p2p: peer rank in `comm`; collectives: root or -1    */
-    int comm_id;       /* 0 for world, then one per split                      */
-    int comm_size;
-    uint64_t bytes;    /* p2p: message bytes; collectives: the nccl-tests S    */
-    double flops;      /* GEMM and kernels: arithmetic operations              */
-    double t_start, t_end;
-    const char *name;  /* regions and kernels: a name (a string literal)       */
-    int64_t after;     /* index in this trace of the other stream's op that this op
-                          must follow (an event wait or a host sync), -1 if none;
-                          set by the recorder                                    */
-} pl_trace_event;
-
-/* Counters, cumulative on this rank since pl_init or the last pl_metrics_reset(). */
-typedef struct {
-    uint64_t bytes_sent, bytes_recv;         /* point-to-point payload           */
-    uint64_t msgs_sent, msgs_recv;
-    uint64_t coll_calls[PL_OP_COUNT];        /* library collective calls by kind */
-    uint64_t coll_bytes;                     /* sum of S over collective calls   */
-    uint64_t coll_total;                     /* all library collective calls     */
-    uint64_t gemm_calls;
-    double gemm_flops;
-    uint64_t kernel_calls;                   /* elementwise kernels, copies, fills */
-    double kernel_bytes;                     /* bytes they read + wrote            */
-    size_t mem_peak;                         /* device bytes, peak               */
-} pl_metrics;
-
-void pl_metrics_get(pl_metrics *m);
-void pl_metrics_reset(void);
-
-/* Recording: the harness calls these; labs rarely need to. */
-void pl_trace_record(const pl_trace_event *e);
-/* A memory-bound device operation that ran on `stream` (0 compute, 1 comm) from t_start
- * (pl_trace_clock()) until now: bytes read + written and arithmetic operations, the two
- * numbers the cost model's roofline prices (docs/cost-model.md). kernels/ and the
- * harness's copies, fills and local reductions call it. */
-void pl_trace_kernel(const char *name, int stream, double bytes, double flops, double t_start);
-double pl_trace_clock(void); /* seconds since pl_init, the clock of every event */
-/* Cross-stream order, as a GPU would enforce it (the cost model replays it): the
- * position of the last op recorded on `stream` (for an event), that the next op on
- * `stream` must follow the op at position `pos` (an event wait), and that the host has
- * seen `stream` complete (a sync: the other stream's next op follows it too). Positions
- * survive pl_trace_clear; pl_device.c calls these, labs do not need to. */
-int64_t pl_trace_stream_pos(int stream);
-void pl_trace_stream_waits(int stream, int64_t pos);
-void pl_trace_host_synced(int stream);
-size_t pl_trace_count(void);
-const pl_trace_event *pl_trace_events(void);
-void pl_trace_clear(void);
 /* Named phases: show in the Chrome trace and as NVTX ranges in Nsight Systems. */
 void pl_region_begin(const char *name);
 void pl_region_end(void);
-
-/* Write all ranks' events as one Chrome-trace JSON (opens in Perfetto / chrome://tracing).
- * Collective over the world communicator; rank 0 writes the file. */
-void pl_trace_write_chrome(const char *path);
-
-/* Comm watchdog: a blocking wait longer than the limit prints
- *   "rank R waits in OP for peer P (for S s)"
- * and aborts the job with PL_EXIT_DEADLOCK. The harness arms it around every wait. */
-void pl_watchdog_arm(const char *op, int peer);
-void pl_watchdog_poll(void); /* call inside a wait loop; fires past the limit */
-void pl_watchdog_disarm(void);
 
 double pl_now(void); /* seconds, monotonic */
 

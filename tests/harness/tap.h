@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "pl.h"
+#include "pl_instrument.h" /* the harness's own tests read its counters and trace */
 
 static int tap_failed;
 

@@ -10,8 +10,8 @@
 
 #include <stddef.h>
 
-#include "pl_comm.h"  // defines: pl_comm
-#include "pl_trace.h" // defines: pl_op_kind, pl_trace_event
+#include "pl_comm.h"       // defines: pl_comm
+#include "pl_instrument.h" // defines: pl_op_kind, pl_trace_event
 
 #ifdef __cplusplus
 extern "C" {
@@ -93,6 +93,21 @@ typedef struct {
  * (Megatron's layout). Returns 0, or -1 with the reason in err (an op nobody matches). */
 int plc_replay(const plc_profile *p, const plc_op *ops, size_t nops, int world,
                plc_prediction *out, char *err, size_t errlen);
+
+/* -- hand-written op lists (the ideal step of a lab, a block at a size nobody ran) ------ */
+/* Ops of every rank in program order on the compute stream; each op takes the next time
+ * slot of the list [t, t + 0.5), so the replay keeps the order it was written in. */
+typedef struct {
+    plc_op *ops;
+    size_t n, cap;
+    int rank, comm_id, comm_size; /* of the ops added next (plc_list_rank) */
+} plc_list;
+/* The ops added next are rank `rank`'s; their collectives run over a communicator of
+ * comm_size ranks with id comm_id (0 = the world). */
+void plc_list_rank(plc_list *l, int rank, int comm_id, int comm_size);
+void plc_list_gemm(plc_list *l, double m, double n, double k); /* 2mnk flops, fp32 bytes */
+void plc_list_op(plc_list *l, pl_op_kind kind, double flops, double bytes);
+void plc_list_free(plc_list *l);
 
 /* Collective over `world`: every rank contributes its pl_trace_events() recorded since
  * index `first` (pl_trace_count() before the step), every rank gets the same prediction.

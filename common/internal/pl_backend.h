@@ -42,6 +42,7 @@ struct pl_event {
 struct pl_comm {
     int rank, size, id;
     void *mpi;     /* MPI_Comm (pointer-sized handle in Open MPI), owned by pl_comm.c */
+    void *host;    /* a private duplicate of it for the harness's host collectives     */
     void *backend; /* ncclComm_t on nccl, NULL on mpi */
 };
 
@@ -96,6 +97,8 @@ typedef struct {
     void (*alltoall)(const float *sb, float *rb, size_t n, pl_comm *c, pl_stream *s);
     /* Complete this stream's pending asynchronous operations (optional). */
     void (*drain)(pl_stream *s);
+    /* Check for asynchronous errors inside every wait loop (optional). */
+    void (*poll)(void);
     /* Tear down after the watchdog fired, before the job is aborted (optional). */
     void (*abort)(void);
 } pl_comm_backend;

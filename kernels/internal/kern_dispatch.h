@@ -8,7 +8,7 @@
 
 #include "pl_device.h"  // defines: pl_stream_ready, pl_stream_id
 #include "pl_runtime.h" // defines: pl_info, PL_DEVICE_CUDA
-#include "pl_trace.h"   // defines: pl_trace_kernel, pl_trace_clock
+#include "pl_instrument.h" // defines: pl_trace_kernel, pl_trace_clock
 
 /* What one tanhf / expf / logf / sqrtf counts as in a kernel's flop count: about the
  * length of the range reduction and polynomial a math library evaluates for it. */

@@ -1,7 +1,8 @@
-/* hello.c - Lab 0: hello, parallel world. A tour of the harness and the smoke test of a setup.
+/* lab00.c - Lab 0: hello, parallel world. A tour of the harness and the smoke test of a
+ * setup: the driver of Lab 0, which has no student files.
  *
- * Nothing to implement here: read it, run it, and read what it prints (README.md explains
- * each section). It shows, from rank 0:
+ * Nothing to implement: read it, run it, and read what it prints (labs/00-hello/README.md
+ * explains each section). It shows, from rank 0:
  *   1. the backends the harness chose (cpu|cuda, mpi|nccl) and why;
  *   2. the versions it can see (CUDA driver/runtime and NCCL in a CUDA build);
  *   3. every rank: host, local rank, device, GPU;
@@ -11,7 +12,7 @@
  * The grader runs it like any lab driver: case "topology" and one case "p2p.<a>-<b>" per
  * ordered pair, which pass when every rank reported and every byte arrived intact.
  *
- * Lab flags (besides the common -b/-e/-f/-w/-n/-q/--json/--filter, see --help):
+ * Lab flags (besides the common -b/-e/-f/-w/-n/-q/--filter, see --help):
  *   --p2p-json FILE   also write the sweep as JSON (to calibrate a cost-model profile)
  */
 #include <stdbool.h>
@@ -19,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver.h" // defines: drv_init, drv_sizes, drv_case_begin, drv_result_*, drv_print; brings in pl.h
+#include "driver.h" // defines: drv_main, drv_sizes, drv_fail, drv_num, drv_print; brings in pl.h
 #ifdef PL_HAVE_CUDA
 #include "pl_cuda_info.h" // defines: pl_cuda_versions, pl_cuda_device_describe, pl_cuda_link_matrix
 #endif
@@ -259,8 +260,10 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static int iters_for(const drv_opts *o, size_t bytes) {
-    if (o->iters > 0) return o->iters;
+static int warmup(void) { return drv_opts()->warmup >= 0 ? drv_opts()->warmup : DEFAULT_WARMUP; }
+
+static int iters_for(size_t bytes) {
+    if (drv_opts()->iters > 0) return drv_opts()->iters;
     size_t n = ((size_t)64 << 20) / (bytes ? bytes : 1); /* about 64 MiB moved per size */
     return n < 10 ? 10 : n > 50 ? 50 : (int)n;
 }
@@ -322,17 +325,16 @@ static void print_sweep_header(void) {
 
 /* The sweep for one ordered pair; every rank takes part in the barriers and sums, so the
  * results reach rank 0 and no rank waits longer than one message size. */
-static void sweep_pair(const drv_opts *o, const size_t *sizes, size_t n_sizes, p2p_buffers *b,
-                       p2p_pair *p) {
+static void sweep_pair(const size_t *sizes, size_t n_sizes, p2p_buffers *b, p2p_pair *p) {
     int me = pl_rank();
     p->n = 0;
     for (size_t k = 0; k < n_sizes; k++) {
         size_t count = sizes[k], bytes = count * sizeof(float);
-        int iters = iters_for(o, bytes);
+        int iters = iters_for(bytes);
         double lat = 0, wrong = 0;
         pl_barrier(pl_comm_world());
         if (me == p->src || me == p->dst)
-            pingpong(p->src, p->dst, count, o->warmup, iters, b, &lat, &wrong);
+            pingpong(p->src, p->dst, count, warmup(), iters, b, &lat, &wrong);
         float v[2] = {(float)lat, (float)wrong};
         sum_floats(v, 2);
         p2p_point *pt = &p->pt[p->n++];
@@ -341,7 +343,7 @@ static void sweep_pair(const drv_opts *o, const size_t *sizes, size_t n_sizes, p
         pt->latency_us = v[0];
         pt->bandwidth_gbps = v[0] > 0 ? (double)bytes / (v[0] * 1e-6) / 1e9 : 0;
         pt->wrong_bytes = v[1];
-        if (!o->quiet) {
+        {
             char pair[24];
             snprintf(pair, sizeof pair, "%d->%d", p->src, p->dst);
             drv_print("  %-8s %12zu %6d %12.2f %14.3f %8.0f\n", pair, bytes, iters, pt->latency_us,
@@ -350,42 +352,35 @@ static void sweep_pair(const drv_opts *o, const size_t *sizes, size_t n_sizes, p
     }
 }
 
-/* One result per ordered pair. Besides this lab's own fields it fills the ones the grading
+/* The fields of one pair's case. Besides this lab's own it fills the ones the grading
  * engine shows: busbw (= algbw for point-to-point, as in nccl-tests), time_us, and on
  * failure wrong/count (bytes). */
-static void emit_pair(const p2p_pair *p, const char *name, int warmup) {
-    drv_result *r = drv_result_new(name, "p2p");
+static void report_pair(drv_case *c, const p2p_pair *p) {
     double wrong = 0, checked = 0, peak = 0;
     size_t first_bad = 0;
     for (int k = 0; k < p->n; k++) {
         const p2p_point *pt = &p->pt[k];
         if (pt->wrong_bytes > 0 && wrong == 0) first_bad = pt->bytes;
         wrong += pt->wrong_bytes;
-        checked += 2.0 * (double)pt->bytes * (warmup + pt->iters); /* both ranks check */
+        checked += 2.0 * (double)pt->bytes * (warmup() + pt->iters); /* both ranks check */
         if (pt->bandwidth_gbps > peak) peak = pt->bandwidth_gbps;
     }
     const p2p_point *small = &p->pt[0], *large = &p->pt[p->n - 1];
-    drv_result_num(r, "src", p->src);
-    drv_result_num(r, "dst", p->dst);
-    drv_result_num(r, "same_host", p->same_host);
-    drv_result_num(r, "latency_us", small->latency_us);
-    drv_result_num(r, "latency_bytes", (double)small->bytes);
-    drv_result_num(r, "bandwidth_GBps", large->bandwidth_gbps);
-    drv_result_num(r, "peak_bandwidth_GBps", peak);
-    drv_result_num(r, "bytes", (double)large->bytes);
-    drv_result_num(r, "time_us", large->latency_us);
-    drv_result_num(r, "algbw", large->bandwidth_gbps);
-    drv_result_num(r, "busbw", large->bandwidth_gbps);
-    drv_result_num(r, "wrong", wrong);
-    drv_result_num(r, "count", checked);
-    if (wrong == 0) {
-        drv_result_emit(r, "pass", NULL);
-    } else {
-        char msg[160];
-        snprintf(msg, sizeof msg, "bytes altered between ranks %d and %d, first at %zu-byte messages",
-                 p->src, p->dst, first_bad);
-        drv_result_emit(r, "wrong", msg);
-    }
+    drv_num(c, "src", p->src);
+    drv_num(c, "dst", p->dst);
+    drv_num(c, "same_host", p->same_host);
+    drv_num(c, "latency_us", small->latency_us);
+    drv_num(c, "latency_bytes", (double)small->bytes);
+    drv_num(c, "bandwidth_GBps", large->bandwidth_gbps);
+    drv_num(c, "peak_bandwidth_GBps", peak);
+    drv_num(c, "bytes", (double)large->bytes);
+    drv_num(c, "time_us", large->latency_us);
+    drv_num(c, "algbw", large->bandwidth_gbps);
+    drv_num(c, "busbw", large->bandwidth_gbps);
+    drv_num(c, "wrong", wrong);
+    drv_num(c, "count", checked);
+    if (wrong > 0)
+        drv_fail(c, "bytes altered between ranks %d and %d, first at %zu-byte messages", p->src, p->dst, first_bad);
 }
 
 /* Latency at the smallest size and bandwidth at the largest, as src x dst matrices. */
@@ -465,110 +460,116 @@ static void write_p2p_json(const char *path, const rank_card *cards, const p2p_p
     else drv_print("p2p results written to %s\n", path);
 }
 
-/* ------------------------------------------------------------------ main */
+/* ------------------------------------------------------------------ the cases */
 
-int main(int argc, char **argv) {
-    drv_opts o = {.min_bytes = 4, .max_bytes = DEFAULT_MAX_BYTES, .factor = 2.0,
-                  .warmup = DEFAULT_WARMUP};
-    const char *p2p_json = NULL;
-    const drv_flag flags[] = {
-        {.name = "--p2p-json", .help = "FILE   also write the ping-pong sweep as JSON", .str_value = &p2p_json},
-        {0}};
-    drv_init(&argc, &argv, "lab00",
-             "Lab 0: who runs where, which backends and why, and a ping-pong sweep between every\n"
-             "ordered pair of ranks (default sizes 4 B .. 4 MiB).",
-             &o, flags);
+static const char *g_p2p_json;
+static size_t g_sizes[MAX_SIZES], g_nsizes;
+static rank_card *g_cards;
+static char g_topology_bad[200];
+static const char *g_topology_why;
+static p2p_pair *g_pairs;
+static int g_npairs;
+static p2p_buffers g_buf;
+
+/* Everything before the cases: the backends, the versions, and the topology, which the p2p
+ * cases need too (same host or not), so it is gathered even when its case is filtered out. */
+static void lab0_init(void) {
     int world = pl_world();
-
-    size_t sizes[MAX_SIZES], n_sizes = 0;
-    {
-        size_t all[MAX_SIZES], n = drv_sizes(&o, all, MAX_SIZES);
-        for (size_t k = 0; k < n; k++)
-            if (all[k] > 0) sizes[n_sizes++] = all[k]; /* a 0-byte message is a no-op */
-    }
-    if (world > 1 && n_sizes == 0) pl_usage_error("no message size between -b and -e is at least 4 bytes");
-
-    if (o.list) {
-        drv_print("topology\n");
-        for (int s = 0; s < world; s++)
-            for (int d = 0; d < world; d++)
-                if (s != d) drv_print("p2p.%d-%d\n", s, d);
-        return drv_finish();
-    }
-
+    size_t all[MAX_SIZES], n = drv_sizes(all, MAX_SIZES);
+    for (size_t k = 0; k < n; k++)
+        if (all[k] > 0) g_sizes[g_nsizes++] = all[k]; /* a 0-byte message is a no-op */
+    if (world > 1 && g_nsizes == 0) pl_usage_error("no message size between -b and -e is at least 4 bytes");
     drv_print("Lab 0: hello from %d rank(s)\n", world);
     print_backends();
     print_versions();
-
-    /* The topology is needed by the p2p cases too (same host or not), so it is always
-     * gathered; the case is reported only when it is selected. */
-    rank_card *cards = calloc((size_t)world, sizeof *cards);
-    PL_CHECK(cards != NULL, "out of host memory");
-    bool topo_case = drv_case_begin("topology");
-    char why[200];
-    const char *bad = topology(cards, why, sizeof why);
-    if (topo_case) {
-        drv_result *r = drv_result_new("topology", "topology");
-        drv_result_num(r, "world", world);
-        drv_result_num(r, "nodes", pl_info()->nodes);
-        drv_result_str(r, "device", pl_device_name(pl_info()->device));
-        drv_result_str(r, "comm", pl_comm_name(pl_info()->comm));
-        drv_result_str(r, "device_why", pl_info()->device_why);
-        drv_result_str(r, "comm_why", pl_info()->comm_why);
-        drv_result_emit(r, bad ? "wrong" : "pass", bad);
-    }
+    g_cards = calloc((size_t)world, sizeof *g_cards);
+    g_pairs = calloc((size_t)world * (size_t)world, sizeof *g_pairs);
+    PL_CHECK(g_cards && g_pairs, "out of host memory");
+    g_topology_why = topology(g_cards, g_topology_bad, sizeof g_topology_bad);
     print_links();
-
-    p2p_pair *pairs = calloc((size_t)world * (size_t)(world > 1 ? world - 1 : 1), sizeof *pairs);
-    PL_CHECK(pairs != NULL, "out of host memory");
-    int n_pairs = 0;
-    if (world > 1) {
-        size_t max_count = sizes[n_sizes - 1];
-        int max_iters = 0;
-        for (size_t k = 0; k < n_sizes; k++) {
-            int it = iters_for(&o, sizes[k] * sizeof(float));
-            if (it > max_iters) max_iters = it;
-        }
-        p2p_buffers b = {.d_out = pl_malloc_floats(max_count), .d_in = pl_malloc_floats(max_count),
-                         .d_token = pl_malloc_floats(1), .h_want = malloc(max_count * sizeof(float)),
-                         .h_got = malloc(max_count * sizeof(float)),
-                         .times = malloc((size_t)max_iters * sizeof(double))};
-        PL_CHECK(b.h_want && b.h_got && b.times, "out of host memory");
-        pl_fill(b.d_token, 1.0f, 1, NULL);
-
-        drv_print("== point-to-point: ping-pong between every ordered pair ==\n");
-        drv_print("  one-way latency = median round trip / 2; bandwidth = bytes / latency;"
-                  " wrong = bytes that arrived altered\n");
-        if (!o.quiet) print_sweep_header();
-        for (int s = 0; s < world; s++) {
-            for (int d = 0; d < world; d++) {
-                if (s == d) continue;
-                char name[48];
-                snprintf(name, sizeof name, "p2p.%d-%d", s, d);
-                if (!drv_case_begin(name)) continue;
-                p2p_pair *p = &pairs[n_pairs++];
-                p->src = s;
-                p->dst = d;
-                p->same_host = !strcmp(cards[s].host, cards[d].host);
-                sweep_pair(&o, sizes, n_sizes, &b, p);
-                emit_pair(p, name, o.warmup);
-            }
-        }
-        pl_free(b.d_out);
-        pl_free(b.d_in);
-        pl_free(b.d_token);
-        free(b.h_want);
-        free(b.h_got);
-        free(b.times);
-        print_matrices(pairs, n_pairs);
-        if (p2p_json) write_p2p_json(p2p_json, cards, pairs, n_pairs);
-    } else {
+    if (world == 1) {
         drv_print("== point-to-point ==\n  one rank: no pairs to measure (run with NP=2 or more)\n");
-        if (p2p_json) write_p2p_json(p2p_json, cards, pairs, 0);
+        return;
     }
-
-    drv_print("== summary: %d case(s), %d failed ==\n", drv_cases_run(), drv_cases_failed());
-    free(pairs);
-    free(cards);
-    return drv_finish();
+    size_t max_count = g_sizes[g_nsizes - 1];
+    int max_iters = 0;
+    for (size_t k = 0; k < g_nsizes; k++) {
+        int it = iters_for(g_sizes[k] * sizeof(float));
+        if (it > max_iters) max_iters = it;
+    }
+    g_buf = (p2p_buffers){.d_out = pl_malloc_floats(max_count), .d_in = pl_malloc_floats(max_count),
+                          .d_token = pl_malloc_floats(1), .h_want = malloc(max_count * sizeof(float)),
+                          .h_got = malloc(max_count * sizeof(float)),
+                          .times = malloc((size_t)max_iters * sizeof(double))};
+    PL_CHECK(g_buf.h_want && g_buf.h_got && g_buf.times, "out of host memory");
+    pl_fill(g_buf.d_token, 1.0f, 1, NULL);
+    drv_print("== point-to-point: ping-pong between every ordered pair ==\n");
+    drv_print("  one-way latency = median round trip / 2; bandwidth = bytes / latency;"
+              " wrong = bytes that arrived altered\n");
+    print_sweep_header();
 }
+
+static void check_topology(drv_case *c) {
+    drv_num(c, "world", pl_world());
+    drv_num(c, "nodes", pl_info()->nodes);
+    drv_note(c, "%s+%s: %s; %s", pl_device_name(pl_info()->device), pl_comm_name(pl_info()->comm),
+             pl_info()->device_why, pl_info()->comm_why);
+    if (g_topology_why) drv_fail(c, "%s", g_topology_why);
+}
+
+static void plan_pairs(const drv_test *t, drv_plan *p) {
+    for (int s = 0; s < pl_world(); s++)
+        for (int d = 0; d < pl_world(); d++)
+            if (s != d) {
+                drv_instance *in = drv_plan_add(p, t, "p2p.%d-%d", s, d);
+                in->arg[0] = s, in->arg[1] = d;
+            }
+}
+
+static void check_pair(drv_case *c) {
+    p2p_pair *p = &g_pairs[g_npairs++];
+    p->src = (int)c->arg[0];
+    p->dst = (int)c->arg[1];
+    p->same_host = !strcmp(g_cards[p->src].host, g_cards[p->dst].host);
+    sweep_pair(g_sizes, g_nsizes, &g_buf, p);
+    report_pair(c, p);
+}
+
+static void lab0_finish(void) {
+    if (pl_world() > 1) {
+        pl_free(g_buf.d_out);
+        pl_free(g_buf.d_in);
+        pl_free(g_buf.d_token);
+        free(g_buf.h_want);
+        free(g_buf.h_got);
+        free(g_buf.times);
+        print_matrices(g_pairs, g_npairs);
+    }
+    if (g_p2p_json) write_p2p_json(g_p2p_json, g_cards, g_pairs, g_npairs);
+    free(g_pairs);
+    free(g_cards);
+}
+
+static const drv_test TESTS[] = {
+    {.name = "topology", .check = check_topology},
+    {.name = "p2p", .plan = plan_pairs, .check = check_pair},
+    {NULL},
+};
+static const drv_flag FLAGS[] = {
+    {"--p2p-json", DRV_STR, &g_p2p_json, 0, 0, "FILE   also write the ping-pong sweep as JSON"},
+    {NULL},
+};
+static const drv_options DEFAULTS = {.min_bytes = 4, .max_bytes = DEFAULT_MAX_BYTES, .factor = 2.0,
+                                     .warmup = -1, .iters = -1};
+static const drv_lab LAB = {
+    .name = "00-hello",
+    .title = "Lab 0: who runs where, which backends and why, and a ping-pong sweep between every "
+             "ordered pair of ranks (default sizes 4 B .. 4 MiB)",
+    .flags = FLAGS,
+    .tests = TESTS,
+    .defaults = &DEFAULTS,
+    .init = lab0_init,
+    .finish = lab0_finish,
+};
+
+int main(int argc, char **argv) { return drv_main(&LAB, argc, argv); }

@@ -1,0 +1,237 @@
+/* pl_init.c - pl_init/pl_finalize: MPI, the harness flags, choosing the backends, and
+ * setting up the layers in order (the top of the harness; see pl_internal.h). */
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pl_backend.h"    // defines: the backend tables, pl_dev, pl_cb, PL_MPI_CHECK
+#include "pl_instrument.h" // defines: pl_trace_write_chrome
+#include "pl_internal.h"   // defines: the set-up functions and hooks of every layer
+
+pl_runtime_info *pl_info_mutable(void); /* pl_runtime.c */
+void pl_install_crash_handlers(void);
+
+const pl_device_backend *pl_dev;
+const pl_comm_backend *pl_cb;
+
+static int g_initialised;
+#define g_info (*pl_info_mutable())
+
+/* Remove argv[i] (and its value when has_value) in place. */
+static void drop_args(int *argc, char **argv, int i, int n) {
+    for (int j = i; j + n <= *argc; j++) argv[j] = argv[j + n];
+    *argc -= n;
+}
+
+static const char *take_flag(int *argc, char **argv, const char *name) {
+    size_t len = strlen(name);
+    for (int i = 1; i < *argc; i++) {
+        if (strncmp(argv[i], name, len) != 0) continue;
+        if (argv[i][len] == '=') {
+            const char *v = argv[i] + len + 1;
+            drop_args(argc, argv, i, 1);
+            return v;
+        }
+        if (argv[i][len] == 0) {
+            if (i + 1 >= *argc) pl_usage_error("%s needs a value", name);
+            const char *v = argv[i + 1];
+            drop_args(argc, argv, i, 2);
+            return v;
+        }
+    }
+    return NULL;
+}
+
+static pl_device_kind parse_device(const char *s, const char *from) {
+    if (!s || !*s || !strcmp(s, "auto")) return PL_DEVICE_AUTO;
+    if (!strcmp(s, "cpu")) return PL_DEVICE_CPU;
+    if (!strcmp(s, "cuda") || !strcmp(s, "gpu")) return PL_DEVICE_CUDA;
+    pl_usage_error("unknown device '%s' (from %s): use cpu, cuda or auto", s, from);
+}
+
+static pl_comm_kind parse_comm(const char *s, const char *from) {
+    if (!s || !*s || !strcmp(s, "auto")) return PL_COMM_AUTO;
+    if (!strcmp(s, "mpi")) return PL_COMM_MPI;
+    if (!strcmp(s, "nccl")) return PL_COMM_NCCL;
+    pl_usage_error("unknown comm backend '%s' (from %s): use mpi, nccl or auto", s, from);
+}
+
+static double parse_seconds(const char *s, const char *from) {
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (!end || *end || v < 0) pl_usage_error("bad number of seconds '%s' (from %s)", s, from);
+    return v;
+}
+
+/* Decide the device backend. Every rank must agree, so the decision uses the minimum
+ * over ranks of "this rank can use a GPU". */
+static void choose_device(pl_device_kind want, const char *src) {
+    int gpus = 0;
+    char why[160] = "cpu build (compiled without CUDA; the cuda build is build/cuda/)";
+#ifdef PL_HAVE_CUDA
+    gpus = pl_cuda_probe(why, sizeof why);
+    if (gpus < 0) gpus = 0;
+    else if (gpus == 0 && !why[0]) snprintf(why, sizeof why, "no CUDA device visible");
+#endif
+    g_info.gpus_on_node = gpus;
+    int usable = gpus > 0, all_usable = 0;
+    PL_MPI_CHECK(MPI_Allreduce(&usable, &all_usable, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (want == PL_DEVICE_CUDA) {
+        if (!all_usable) {
+            if (!usable) pl_log("cannot use --device cuda: %s", why);
+            pl_usage_error("device cuda requested (%s) but not every rank can use a GPU", src);
+        }
+        g_info.device = PL_DEVICE_CUDA;
+        snprintf(g_info.device_why, sizeof g_info.device_why, "requested by %s", src);
+    } else if (want == PL_DEVICE_CPU) {
+        g_info.device = PL_DEVICE_CPU;
+        snprintf(g_info.device_why, sizeof g_info.device_why, "requested by %s", src);
+    } else if (all_usable) {
+        g_info.device = PL_DEVICE_CUDA;
+        snprintf(g_info.device_why, sizeof g_info.device_why,
+                 "auto: %d GPU(s) visible on this node", gpus);
+    } else {
+        g_info.device = PL_DEVICE_CPU;
+        snprintf(g_info.device_why, sizeof g_info.device_why, "auto: %s",
+                 usable ? "some rank has no usable GPU" : why);
+    }
+}
+
+/* NCCL needs a GPU of its own per rank (before NCCL 2.30). */
+static void choose_comm(pl_comm_kind want, const char *src) {
+    int own_gpu = g_info.device == PL_DEVICE_CUDA && g_info.local_world <= g_info.gpus_on_node;
+    int all_own = 0;
+    PL_MPI_CHECK(MPI_Allreduce(&own_gpu, &all_own, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    int have_nccl = 0;
+#ifdef PL_HAVE_NCCL
+    have_nccl = 1;
+#endif
+    if (want == PL_COMM_NCCL) {
+        if (!have_nccl) pl_usage_error("comm nccl requested (%s) but this build has no NCCL", src);
+        if (g_info.device != PL_DEVICE_CUDA)
+            pl_usage_error("comm nccl requested (%s) needs --device cuda", src);
+        if (!all_own && !getenv("NCCL_MULTI_RANK_GPU_ENABLE"))
+            pl_usage_error("comm nccl requested (%s) but some node runs more ranks than it has "
+                           "GPUs; NCCL needs one GPU per rank (use --comm mpi)", src);
+        g_info.comm = PL_COMM_NCCL;
+        snprintf(g_info.comm_why, sizeof g_info.comm_why, "requested by %s", src);
+    } else if (want == PL_COMM_MPI) {
+        g_info.comm = PL_COMM_MPI;
+        snprintf(g_info.comm_why, sizeof g_info.comm_why, "requested by %s", src);
+    } else if (g_info.device != PL_DEVICE_CUDA) {
+        g_info.comm = PL_COMM_MPI;
+        snprintf(g_info.comm_why, sizeof g_info.comm_why, "auto: device is cpu");
+    } else if (!have_nccl) {
+        g_info.comm = PL_COMM_MPI;
+        snprintf(g_info.comm_why, sizeof g_info.comm_why, "auto: this build has no NCCL");
+    } else if (!all_own) {
+        g_info.comm = PL_COMM_MPI;
+        snprintf(g_info.comm_why, sizeof g_info.comm_why,
+                 "auto: %d rank(s) share %d GPU(s) on a node; NCCL needs one GPU per rank",
+                 g_info.local_world, g_info.gpus_on_node);
+    } else {
+        g_info.comm = PL_COMM_NCCL;
+        snprintf(g_info.comm_why, sizeof g_info.comm_why, "auto: every rank has its own GPU");
+    }
+}
+
+void pl_init(int *argc, char ***argv) {
+    if (g_initialised) return;
+    int inited = 0;
+    PL_MPI_CHECK(MPI_Initialized(&inited));
+    if (!inited) PL_MPI_CHECK(MPI_Init(argc, argv));
+    PL_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_info.rank));
+    PL_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &g_info.world));
+    pl_install_crash_handlers();
+    setvbuf(stdout, NULL, _IOLBF, 0);
+
+    MPI_Comm local;
+    PL_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_info.rank, MPI_INFO_NULL, &local));
+    PL_MPI_CHECK(MPI_Comm_rank(local, &g_info.local_rank));
+    PL_MPI_CHECK(MPI_Comm_size(local, &g_info.local_world));
+    PL_MPI_CHECK(MPI_Comm_free(&local));
+    int leader = g_info.local_rank == 0;
+    PL_MPI_CHECK(MPI_Allreduce(&leader, &g_info.nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    gethostname(g_info.host, sizeof g_info.host - 1);
+
+    /* Harness flags: command line wins over the environment. */
+    const char *dev_flag = take_flag(argc, *argv, "--device");
+    const char *comm_flag = take_flag(argc, *argv, "--comm");
+    const char *seed_flag = take_flag(argc, *argv, "--seed");
+    const char *wd_flag = take_flag(argc, *argv, "--watchdog");
+    const char *trace_flag = take_flag(argc, *argv, "--trace");
+    const char *dev_env = getenv("PL_DEVICE"), *comm_env = getenv("PL_COMM");
+    const char *dev_src = dev_flag ? "--device" : "PL_DEVICE";
+    const char *comm_src = comm_flag ? "--comm" : "PL_COMM";
+    pl_device_kind want_dev = parse_device(dev_flag ? dev_flag : dev_env, dev_src);
+    pl_comm_kind want_comm = parse_comm(comm_flag ? comm_flag : comm_env, comm_src);
+
+    const char *seed_s = seed_flag ? seed_flag : getenv("PL_SEED");
+    g_info.seed = 1234;
+    if (seed_s) {
+        char *end = NULL;
+        g_info.seed = strtoull(seed_s, &end, 0);
+        if (!end || *end) pl_usage_error("bad seed '%s'", seed_s);
+    }
+    const char *wd_s = wd_flag ? wd_flag : getenv("PL_WATCHDOG_SEC");
+    g_info.watchdog_sec = wd_s ? parse_seconds(wd_s, wd_flag ? "--watchdog" : "PL_WATCHDOG_SEC")
+                               : 300.0;
+    const char *trace_env = getenv("TRACE");
+    if (trace_flag) {
+        g_info.trace = 1;
+        snprintf(g_info.trace_path, sizeof g_info.trace_path, "%s", trace_flag);
+    } else if (trace_env && *trace_env && strcmp(trace_env, "0") != 0) {
+        g_info.trace = 1;
+        const char *p = getenv("PL_TRACE_FILE");
+        snprintf(g_info.trace_path, sizeof g_info.trace_path, "%s", p ? p : "trace.json");
+    }
+    const char *bt = getenv("PL_BLAS_THREADS");
+    g_info.blas_threads = bt ? atoi(bt) : 1;
+    if (g_info.blas_threads < 1) g_info.blas_threads = 1;
+
+    choose_device(want_dev, dev_src);
+    choose_comm(want_comm, comm_src);
+    const char *tf32 = getenv("PL_TF32");
+    g_info.tf32 = g_info.device == PL_DEVICE_CUDA && tf32 && !strcmp(tf32, "1");
+    g_info.cuda_device = -1;
+
+#ifdef PL_HAVE_CUDA
+    pl_dev = g_info.device == PL_DEVICE_CUDA ? &pl_device_cuda : &pl_device_cpu;
+#else
+    pl_dev = &pl_device_cpu;
+#endif
+#ifdef PL_HAVE_NCCL
+    pl_cb = g_info.comm == PL_COMM_NCCL ? &pl_comm_nccl : &pl_comm_mpi;
+#else
+    pl_cb = &pl_comm_mpi;
+#endif
+    /* The hooks that let a lower layer reach a higher one at run time (pl_internal.h). */
+    pl_trace_set_region_hooks(pl_dev->region_begin, pl_dev->region_end);
+    pl_watchdog_set_hooks(pl_cb->poll, pl_cb->abort);
+    pl_device_set_drain(pl_cb->drain);
+    pl_watchdog_start();
+    pl_dev->init(&g_info);
+    pl_device_setup_streams();
+    pl_comm_setup_world();
+    /* Align the trace clocks of all ranks at a common point. */
+    PL_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    pl_trace_start_clock();
+    g_initialised = 1;
+}
+
+void pl_finalize(void) {
+    if (!g_initialised) return;
+    pl_device_sync();
+    if (g_info.trace) {
+        pl_trace_write_chrome(g_info.trace_path);
+        if (g_info.rank == 0) pl_log0("trace written to %s (open it in ui.perfetto.dev)", g_info.trace_path);
+    }
+    pl_comm_teardown();
+    pl_device_teardown_streams();
+    if (pl_dev->finalize) pl_dev->finalize();
+    g_initialised = 0;
+    PL_MPI_CHECK(MPI_Finalize());
+}
