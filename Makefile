@@ -187,11 +187,16 @@ $(DRV_API): $(wildcard labs/$(LAB)/*.c labs/$(LAB)/*.h)
 	@mkdir -p $(@D)
 	$(Q)for f in $(wildcard labs/$(LAB)/*.c); do $(STUDENT_CC) -c $$f -o $@.o && nm -g --defined-only --format=posix $@.o | awk '{print $$1}'; done > $@.tmp; \
 	  rm -f $@.o; mv $@.tmp $@
-$(BIN): $(DRV_MAIN) $(BIN).o $(B)/$(FLAVOR)/libparalab.a
+# The driver: one object whose only globals are main and the kit's functions for the student.
+$(BIN).drv.o: $(DRV_MAIN) $(wildcard grader/drivers/*.h labs/$(LAB)/*.h) $(COMMON_H) grader/driver.h grader/tools/driver-object.sh
+	@mkdir -p $(@D)
+	$(call say,CC,$@)
+	$(Q)grader/tools/driver-object.sh $@ labs/$(LAB) -- $(MPICC) $(CFLAGS) -Ilabs/$(LAB) \
+	  $(if $(filter cuda,$(FLAVOR)),$(CUDA_CFLAGS) -I$(CUDA_HOME)/include) -- $(DRV_MAIN)
+$(BIN): $(BIN).drv.o $(BIN).o $(B)/$(FLAVOR)/libparalab.a
 	@mkdir -p $(@D)
 	$(call say,LINK,$@)
-	$(Q)$(MPICC) $(CFLAGS) -Ilabs/$(LAB) $(if $(filter cuda,$(FLAVOR)),$(CUDA_CFLAGS) -I$(CUDA_HOME)/include) \
-	  $(DRV_MAIN) $(BIN).o $(B)/$(FLAVOR)/libparalab.a $(LDLIBS) $(if $(filter cuda,$(FLAVOR)),$(CUDA_LDLIBS)) -o $@
+	$(Q)$(MPICC) $(BIN).drv.o $(BIN).o $(B)/$(FLAVOR)/libparalab.a $(LDLIBS) $(if $(filter cuda,$(FLAVOR)),$(CUDA_LDLIBS)) -o $@
 driver: $(BIN)
 endif
 

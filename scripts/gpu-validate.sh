@@ -128,9 +128,9 @@ if want bench; then
     : >"$log"
     for np in 1 2 4; do
         timeout 120 mpirun -np $np build/cuda/solutions/lab02 --device cuda --comm "$(comm_for $np)" \
-            --bench-gemm 4096,4096,8192 -n 20 >>"$log" 2>&1
+            --run bench --gemm-shape 4096,4096,8192 -n 20 >>"$log" 2>&1
         timeout 120 mpirun -np $np build/cuda/solutions/lab02 --device cuda --comm "$(comm_for $np)" \
-            --bench 2048,4096,16384 -n 10 -w 2 >>"$log" 2>&1
+            --run scaling --shape 2048,4096,16384 -n 10 -w 2 >>"$log" 2>&1
     done
     grep -E '^(ratio|scaling)' "$log" | while IFS= read -r l; do row "lab2 cuda" "$l"; done
     log=$OUT/bench-lab6.log
@@ -138,7 +138,7 @@ if want bench; then
     for np in 1 2; do
         for h in 256 2048; do
             timeout 120 mpirun -np $np build/cuda/solutions/lab06 --device cuda --comm "$(comm_for $np)" \
-                --bench 20 --hidden $h --batch 256 >>"$log" 2>&1
+                --run bench -n 20 --hidden $h --batch 256 >>"$log" 2>&1
         done
     done
     grep '^bench06' "$log" | while IFS= read -r l; do row "lab6 cuda" "$l"; done
@@ -152,10 +152,10 @@ if want train; then
         for cfg in "1 nccl" "2 mpi"; do
             set -- $cfg
             log=$OUT/train-np$1.log
-            timeout 300 mpirun -np "$1" build/cuda/solutions/lab06 --device cuda --comm "$2" --train 1 --epochs 5 \
-                --csv "$OUT/train-np$1.dat" >"$log" 2>&1
+            timeout 300 mpirun -np "$1" build/cuda/solutions/lab06 --device cuda --comm "$2" --run train --epochs 5 \
+                >"$log" 2>&1
             rc=$?
-            row "lab 6 train np$1 cuda+$2, 5 epochs (exit $rc)" "np epoch loss acc img/s step_ms: $(tail -n 1 "$OUT/train-np$1.dat" 2>/dev/null)"
+            row "lab 6 train np$1 cuda+$2, 5 epochs (exit $rc)" "$(grep '^epoch' "$log" | tail -n 1)"
         done
     else
         row "lab 6 train" "skipped: no Fashion-MNIST (set FASHION_MNIST_DIR)"

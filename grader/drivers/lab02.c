@@ -24,7 +24,7 @@ int g_n, g_me;
 uint64_t g_seed;
 pl_comm *g_comm;
 static const char *g_profile = "dgx-h100";
-const char *g_shapes = "full", *g_this_profile, *g_shape;
+const char *g_shapes = "full", *g_this_profile, *g_shape, *g_gemm_shape;
 plc_profile g_prof;
 bool g_have_prof;
 
@@ -413,6 +413,7 @@ static const drv_flag FLAGS[] = {
     {"--profile", DRV_STR, &g_profile, 0, 0, "NAME|FILE: cost-model profile for predictions (default dgx-h100)"},
     {"--this-profile", DRV_STR, &g_this_profile, 0, 0, "NAME|FILE: also predict the bench step with this profile"},
     {"--shape", DRV_STR, &g_shape, 0, 0, "T,D,FFN: the MLP step of --run scaling / bench (default 128,512,2048)"},
+    {"--gemm-shape", DRV_STR, &g_gemm_shape, 0, 0, "T,IN,OUT: the column layer of --run bench (default 256,1024,2048)"},
     {NULL},
 };
 static const drv_mode MODES[] = {

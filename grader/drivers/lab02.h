@@ -12,7 +12,7 @@ enum { W_ID = 10, MLP_ID = 20, X_ID = 50, DY_ID = 51 }; /* counter-RNG tensor id
 extern int g_n, g_me;
 extern uint64_t g_seed;
 extern pl_comm *g_comm;
-extern const char *g_shapes, *g_this_profile, *g_shape;
+extern const char *g_shapes, *g_this_profile, *g_shape, *g_gemm_shape;
 extern plc_profile g_prof; /* --profile (default dgx-h100) */
 extern bool g_have_prof;
 

@@ -57,6 +57,13 @@ static void step_run(void *arg) {
     tp_mlp_backward(&a->m, a->x, a->dy, a->dx, NULL);
 }
 
+/* The modes run the student's MLP: on the starter, say so, and how to see the reference. */
+static void need_mlp(int rc) {
+    if (rc != TP_OK)
+        pl_usage_error("tp_mlp_init returned %d (%s): your tp_linear.c is not done yet; SOLUTION=1 runs the reference solution",
+                       rc, tp_error_name(rc));
+}
+
 static int step_init(step *a, int64_t T, int64_t d, int64_t f) {
     memset(a, 0, sizeof *a);
     a->T = T, a->d = d, a->f = f;
@@ -216,7 +223,7 @@ void scal_teardown(drv_case *c) {
 static void parse_shape(const char *spec, int64_t *T, int64_t *d, int64_t *f) {
     long long a = 128, b = 512, e = 2048;
     if (spec && (sscanf(spec, "%lld,%lld,%lld", &a, &b, &e) != 3 || a < 1 || b < 1 || e < 1))
-        pl_usage_error("--shape wants T,D,FFN (positive integers), got '%s'", spec);
+        pl_usage_error("--shape/--gemm-shape want three positive integers (T,D,FFN or T,IN,OUT), got '%s'", spec);
     *T = a, *d = b, *f = e;
 }
 
@@ -224,7 +231,7 @@ static void parse_shape(const char *spec, int64_t *T, int64_t *d, int64_t *f) {
 static int scaling_line(const char *kind, int64_t T, int64_t d, int64_t f) {
     if (f % g_n) pl_usage_error("--shape: ffn %lld is not divisible by %d ranks", (long long)f, g_n);
     step a;
-    if (step_init(&a, T, d, f) != TP_OK) pl_usage_error("tp_mlp_init failed (SOLUTION=1 runs the reference solution)");
+    need_mlp(step_init(&a, T, d, f));
     pl_timing t = drv_time(step_run, &a, 1, 5);
     pl_metrics m;
     double comm_frac = record_step(&a, &m);
@@ -275,11 +282,16 @@ static int cmp_d(const void *a, const void *b) {
  * against an unsharded pl_gemm of the same per-rank shape, interleaved; then the cost
  * model of this machine against the measured MLP step. */
 int mode_bench(void) {
-    const int64_t T = 256, in = 1024, out = 2048;
+    int64_t T, in, out, sT, sd, sf;
+    parse_shape(g_gemm_shape ? g_gemm_shape : "256,1024,2048", &T, &in, &out);
+    parse_shape(g_shape, &sT, &sd, &sf);
     tp_linear l;
     memset(&l, 0, sizeof l);
-    if (tp_linear_init(&l, TP_COLUMN, in, out, false, g_seed, W_ID, g_comm) != TP_OK)
-        pl_usage_error("tp_linear_init failed (SOLUTION=1 runs the reference solution)");
+    if (out % g_n) pl_usage_error("--gemm-shape: out %lld is not divisible by %d ranks", (long long)out, g_n);
+    int rc = tp_linear_init(&l, TP_COLUMN, in, out, false, g_seed, W_ID, g_comm);
+    if (rc != TP_OK)
+        pl_usage_error("tp_linear_init returned %d (%s): your tp_linear.c is not done yet; SOLUTION=1 runs the reference solution",
+                       rc, tp_error_name(rc));
     int64_t ol = out / g_n;
     pl_tensor x = make_input(T, in, 0, in, 0, X_ID), y = make_output(T, ol);
     float *y2 = pl_malloc_floats((size_t)(T * ol));
@@ -305,7 +317,8 @@ int mode_bench(void) {
     free(ta), free(tb), pl_free(y2), pl_free(x.data), pl_free(y.data);
     tp_linear_free(&l);
     step s;
-    if (step_init(&s, 128, 512, 2048) != TP_OK) pl_usage_error("tp_mlp_init failed");
+    if (sf % g_n) pl_usage_error("--shape: ffn %lld is not divisible by %d ranks", (long long)sf, g_n);
+    need_mlp(step_init(&s, sT, sd, sf));
     pl_timing t = drv_time(step_run, &s, 1, 5);
     pl_metrics m;
     record_step(&s, &m);
@@ -314,8 +327,9 @@ int mode_bench(void) {
     char err[200];
     if (plc_profile_load(&tp, g_this_profile ? g_this_profile : "this-machine", err, sizeof err) == 0 &&
         plc_replay_trace(&tp, s.first, g_comm, &pt, err, sizeof err) == 0)
-        drv_say("ratio cost model (%s) np %d, Lab 2 MLP step: predicted / measured  %6.3f   (predicted %.0f us, measured %.0f us, target 0.75..1.25)\n",
-                tp.name, g_n, pt.step_time * 1e6 / t.median_us, pt.step_time * 1e6, t.median_us);
+        drv_say("ratio cost model (%s) np %d, Lab 2 MLP step %lldx%lldx%lld: predicted / measured  %6.3f   (predicted %.0f us, measured %.0f us, target 0.75..1.25)\n",
+                tp.name, g_n, (long long)sT, (long long)sd, (long long)sf, pt.step_time * 1e6 / t.median_us, pt.step_time * 1e6,
+                t.median_us);
     else
         drv_say("# cost model vs this machine: %s\n", err);
     step_free(&s);

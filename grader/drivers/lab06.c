@@ -433,7 +433,7 @@ static const drv_flag FLAGS[] = {
     {"--batch", DRV_INT, &g_batch, 1, 1 << 20, "global batch of the graded steps (default 48; a multiple of the world size)"},
     {"--steps", DRV_INT, &g_steps, 1, 64, "training steps compared with single-rank training (default 4)"},
     {"--profile", DRV_STR, &g_profile, 0, 0, "NAME|FILE: cost-model profile for the predicted overlap (default dgx-h100)"},
-    {"--epochs", DRV_INT, &g_epochs, 1, 1000, "--run train: epochs (default 3)"},
+    {"--epochs", DRV_INT, &g_epochs, 1, 1000, "--run train: epochs (default 5)"},
     {"--train-hidden", DRV_INT, &g_train_hidden, 1, 8192, "--run train: hidden width (default 256)"},
     {"--train-batch", DRV_INT, &g_train_batch, 1, 1 << 20, "--run train: global batch (default 64)"},
     {"--lr", DRV_DOUBLE, &g_lr, 1e-9, 100, "--run train: learning rate (default 0.05)"},

@@ -8,7 +8,7 @@
 
 #include "lab06.h"
 
-int g_epochs = 3, g_train_hidden = 256, g_train_batch = 64;
+int g_epochs = 5, g_train_hidden = 256, g_train_batch = 64;
 double g_lr = 0.05;
 
 int mode_bench(void) {
