@@ -335,6 +335,13 @@ void drv_note(drv_case *c, const char *fmt, ...) {
 
 bool drv_failed(const drv_case *c) { return c->verdict != DRV_PASS; }
 
+void *drv_state(drv_case *c, size_t size) {
+    free(c->state);
+    c->state = calloc(1, size ? size : 1);
+    PL_CHECK(c->state != NULL, "out of host memory");
+    return c->state;
+}
+
 void drv_num(drv_case *c, const char *key, double value) {
     cJSON *o = c->fields;
     cJSON_DeleteItemFromObjectCaseSensitive(o, key);
@@ -617,6 +624,7 @@ static void run_case(const drv_instance *in) {
     emit(&c);
     if (g_lab->after_case) g_lab->after_case(&c);
     if (t->teardown) t->teardown(&c);
+    free(c.state);
     cJSON_Delete(c.fields);
 }
 

@@ -136,6 +136,10 @@ struct drv_test {
     const void *data;               /* the row's own data for its callbacks         */
 };
 
+/* The case's own state: `size` zeroed bytes, kept in c->state and freed by the runner after
+ * teardown() (which frees only what the state points to). */
+void *drv_state(drv_case *c, size_t size);
+
 /* Plan a case of test t named by the format; returns it so that plan() can set its args
  * (and its group, which defaults to t->group). */
 drv_instance *drv_plan_add(drv_plan *p, const drv_test *t, const char *fmt, ...)

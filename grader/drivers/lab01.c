@@ -121,9 +121,7 @@ typedef struct {
 } lab1_case;
 
 static void lab1_setup(drv_case *c) {
-    lab1_case *s = calloc(1, sizeof *s);
-    PL_CHECK(s != NULL, "out of host memory");
-    c->state = s;
+    lab1_case *s = drv_state(c, sizeof *s);
     s->k = &COLLS[c->arg[0]];
     s->in_place = c->arg[3];
     s->x = (call){.count = (size_t)c->arg[1], .block = (size_t)c->arg[1] / (size_t)g_n, .root = (int)c->arg[2]};
@@ -262,7 +260,6 @@ static void lab1_teardown(drv_case *c) {
     pl_free(s->send_alloc);
     pl_free(s->base);
     free(s->h_in);
-    free(s);
 }
 
 static void column(char *out, size_t n, int ip) {

@@ -118,9 +118,7 @@ typedef struct {
 #define L_BWD(c) ((bool)(c)->arg[3])
 
 static void lin_setup(drv_case *c) {
-    lin *s = calloc(1, sizeof *s);
-    PL_CHECK(s != NULL, "out of host memory");
-    c->state = s;
+    lin *s = drv_state(c, sizeof *s);
     int64_t T = c->arg[4], in = c->arg[5], out = c->arg[6];
     bool col = L_KIND(c) == TP_COLUMN, xpar = !col && L_FLAG(c), ysplit = col && !L_FLAG(c);
     float bound = tp_init_bound(in);
@@ -206,7 +204,7 @@ static void lin_teardown(drv_case *c) {
     lin *s = c->state;
     pl_free(s->xin.data), pl_free(s->y.data), pl_free(s->dy.data), pl_free(s->dx.data);
     tp_linear_free(&s->l);
-    free(s->W), free(s->b), free(s->x), free(s);
+    free(s->W), free(s->b), free(s->x);
 }
 
 /* ---- the MLP: arg = backward, T, d, ffn -------------------------------------------------- */
@@ -218,9 +216,7 @@ typedef struct {
 } mlp;
 
 static void mlp_setup(drv_case *c) {
-    mlp *s = calloc(1, sizeof *s);
-    PL_CHECK(s != NULL, "out of host memory");
-    c->state = s;
+    mlp *s = drv_state(c, sizeof *s);
     int64_t T = c->arg[1], d = c->arg[2], f = c->arg[3], fl = f / g_n;
     if (!api_ok(c, tp_mlp_init(&s->m, d, f, T, g_seed, MLP_ID, g_comm), "tp_mlp_init")) return;
     s->x = make_input(T, d, 0, d, 0, X_ID), s->y = make_output(T, d);
@@ -280,7 +276,6 @@ static void mlp_teardown(drv_case *c) {
     mlp *s = c->state;
     pl_free(s->x.data), pl_free(s->y.data), pl_free(s->dy.data), pl_free(s->dx.data);
     tp_mlp_free(&s->m);
-    free(s);
 }
 
 /* ---- errors: arg = which, expected code ---------------------------------------------------- */
@@ -294,9 +289,7 @@ typedef struct {
 } err;
 
 static void err_setup(drv_case *c) {
-    err *s = calloc(1, sizeof *s);
-    PL_CHECK(s != NULL, "out of host memory");
-    c->state = s;
+    err *s = drv_state(c, sizeof *s);
     int64_t k = 8 * g_n;
     /* a row layer whose forward is then given a y one column too wide */
     if (c->arg[0] == 3) api_ok(c, tp_linear_init(&s->l, TP_ROW, k, k, true, g_seed, W_ID, g_comm), "tp_linear_init of a valid layer");
@@ -339,7 +332,6 @@ static void err_teardown(drv_case *c) {
     err *s = c->state;
     tp_linear_free(&s->l);
     tp_mlp_free(&s->m);
-    free(s);
 }
 
 

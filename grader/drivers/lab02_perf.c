@@ -148,9 +148,7 @@ void plan_scaling(const drv_test *t, drv_plan *p) {
 }
 
 void scal_setup(drv_case *c) {
-    step *a = calloc(1, sizeof *a);
-    PL_CHECK(a != NULL, "out of host memory");
-    c->state = a;
+    step *a = drv_state(c, sizeof *a);
     api_ok(c, step_init(a, c->arg[0], c->arg[1], c->arg[2]), "tp_mlp_init");
 }
 
@@ -213,10 +211,7 @@ void scal_check(drv_case *c) {
         drv_fail(c, "the MLP step issued %.0f all-reduce + %.0f all-gather (%.0f collectives), expected 2 + 0", ar, ag, calls);
 }
 
-void scal_teardown(drv_case *c) {
-    step_free(c->state);
-    free(c->state);
-}
+void scal_teardown(drv_case *c) { step_free(c->state); }
 
 /* ---- modes ------------------------------------------------------------------------------------ */
 

@@ -1,7 +1,7 @@
 /* lab06.c - the driver of Lab 6 (data parallelism with gradient buckets).
  *
- * The model and the data are in lab06_model.c; the bench and training modes in
- * lab06_modes.c. Checks (never trusting what student code prints):
+ * The model and the data are in lab06_model.c, the bucket cases in lab06_buckets.c, the
+ * bench and training modes in lab06_modes.c. Checks (never trusting what student code prints):
  *   buckets.*   membership, order, offsets and views against the bucketing rule, in whole
  *               bytes as PyTorch counts them, at caps on a bucket boundary and +-1 byte
  *   equal.*     after k steps every rank's parameters are bit-identical, and within 1e-5
@@ -31,115 +31,6 @@ bool g_have_prof;
 static const char *g_profile = "dgx-h100";
 const char *MODE_NAMES[3] = {"naive", "bucketed", "overlap"};
 
-/* ---- the bucketing rule ---------------------------------------------------------------------- */
-
-typedef struct {
-    int nbuckets, nparams[DDP_MAX_PARAMS], params[DDP_MAX_PARAMS][DDP_MAX_PARAMS];
-} layout;
-
-/* A bucket closes once its size in whole bytes reaches its cap: PyTorch takes the cap as
- * int(cap_mb * 1024 * 1024) bytes, so the comparison is between integers. */
-static size_t cap_bytes(double mb) { return (size_t)(mb * 1048576.0); }
-
-static layout expected_layout(const mlp *m, const int *order, double cap_mb, double first_mb) {
-    layout L;
-    memset(&L, 0, sizeof L);
-    size_t bytes = 0;
-    for (int k = 0; k < NPARAMS; k++) {
-        if (L.nbuckets == 0 || bytes >= cap_bytes(L.nbuckets == 1 ? first_mb : cap_mb)) L.nbuckets++, bytes = 0;
-        int b = L.nbuckets - 1;
-        L.params[b][L.nparams[b]++] = order[k];
-        bytes += m->p[order[k]].numel * sizeof(float);
-    }
-    return L;
-}
-
-/* Does the student's state hold layout L with gradient views? Fails the case if not. */
-static void check_layout(drv_case *c, const ddp_state *d, const mlp *m, const layout *L, const char *when) {
-    char why[256] = "";
-    for (int b = 0; b < L->nbuckets && !why[0] && d->nbuckets == L->nbuckets; b++) {
-        const ddp_bucket *bk = &d->buckets[b];
-        if (bk->nparams != L->nparams[b]) {
-            snprintf(why, sizeof why, "bucket %d holds %d parameter(s), expected %d", b, bk->nparams, L->nparams[b]);
-            break;
-        }
-        size_t off = 0;
-        for (int j = 0; j < bk->nparams && !why[0]; j++) {
-            int i = L->params[b][j];
-            if (bk->params[j] != i)
-                snprintf(why, sizeof why, "bucket %d position %d is %s, expected %s", b, j,
-                         bk->params[j] >= 0 && bk->params[j] < NPARAMS ? PNAMES[bk->params[j]] : "?", PNAMES[i]);
-            else if (bk->offsets[j] != off)
-                snprintf(why, sizeof why, "bucket %d: %s at offset %zu, expected %zu", b, PNAMES[i], bk->offsets[j], off);
-            else if (!bk->buf || m->p[i].grad != bk->buf + off)
-                snprintf(why, sizeof why, "%s's gradient is not a view of bucket %d at offset %zu", PNAMES[i], b, off);
-            off += m->p[i].numel;
-        }
-        if (!why[0] && bk->numel != off)
-            snprintf(why, sizeof why, "bucket %d has %zu elements, its parameters %zu", b, bk->numel, off);
-    }
-    if (d->nbuckets != L->nbuckets) snprintf(why, sizeof why, "%d bucket(s), expected %d", d->nbuckets, L->nbuckets);
-    drv_num(c, "buckets", d->nbuckets);
-    drv_num(c, "expected_buckets", L->nbuckets);
-    if (why[0]) drv_fail(c, "%s%s", when, why);
-}
-
-static const int REVERSE[NPARAMS] = {P_B3, P_W3, P_B2, P_W2, P_B1, P_W1};
-static const int OBSERVED[NPARAMS] = {P_W3, P_B3, P_W2, P_B2, P_W1, P_B1};
-
-typedef struct {
-    const char *name;
-    double cap, first; /* MiB; for the boundary caps, set by cap_for() */
-    double boundary;   /* 0, or bytes around a bucket boundary: -1, +1, +0.5 (99 = exact) */
-} caps;
-static const caps CAPS[] = {{"default", 0, 0, 0}, {"two", 25, 0.01, 0}, {"three", 0.015, 0.001, 0},
-                            {"many", 1e-6, 1e-6, 0}, {"boundary", 0, 0, 99}, {"boundary-1", 0, 0, -1},
-                            {"boundary+1", 0, 0, 1}, {"boundary+half", 0, 0, 0.5}};
-enum { C_DEFAULT, C_TWO, C_THREE, C_MANY };
-
-/* Boundary caps: the first bucket exactly b3, the others exactly W3 + b2 (reverse order),
- * or one byte less or more: a cap one byte short still closes the bucket there, one more
- * takes the next parameter too; half a byte more is the same cap in whole bytes (PyTorch
- * truncates), so it closes there too. In MiB, exactly (a power-of-two division). */
-static caps cap_for(const caps *c, const mlp *m) {
-    caps k = *c;
-    if (!c->boundary) return k;
-    double first = (double)(m->p[P_B3].numel * 4), other = (double)((m->p[P_W3].numel + m->p[P_B2].numel) * 4);
-    k.first = first / 1048576.0;
-    k.cap = (other + (c->boundary == 99 ? 0 : c->boundary)) / 1048576.0;
-    return k;
-}
-
-/* ---- buckets.*: arg[0] = the caps ------------------------------------------------------------- */
-
-typedef struct {
-    mlp m;
-    ddp_state d;
-    caps k;
-} bucket_case;
-
-static void buckets_run(drv_case *c) {
-    bucket_case *s = calloc(1, sizeof *s);
-    PL_CHECK(s != NULL, "out of host memory");
-    c->state = s;
-    mlp_init(&s->m, g_data.dim, g_hidden, g_data.classes, g_batch, g_seed);
-    s->k = cap_for(&CAPS[c->arg[0]], &s->m);
-    ddp_init(&s->d, s->m.p, NPARAMS, DDP_BUCKETED, s->k.cap, s->k.first, g_comm);
-}
-static void buckets_check(drv_case *c) {
-    bucket_case *s = c->state;
-    layout L = expected_layout(&s->m, REVERSE, s->k.cap > 0 ? s->k.cap : 25, s->k.first > 0 ? s->k.first : 1);
-    check_layout(c, &s->d, &s->m, &L, "");
-}
-static void buckets_teardown(drv_case *c) {
-    bucket_case *s = c->state;
-    if (!s) return;
-    ddp_free(&s->d);
-    mlp_reset_grads(&s->m);
-    mlp_free(&s->m);
-    free(s);
-}
-
 /* ---- one training run per mode: equal / calls / order / overlap -------------------------------- */
 
 typedef struct {
@@ -149,6 +40,20 @@ typedef struct {
     char order_why[256];
 } run_stats;
 static run_stats g_runs[3];
+
+/* After training: do the ranks hold the same bits, and how far is that from the single-rank
+ * reference? Then free both models and the DDP state. */
+static void compare_and_free(mlp *m, mlp *ref, ddp_state *d, double *mismatch, double *rel_err) {
+    pl_device_sync();
+    double h[2];
+    param_hash(m, h);
+    *mismatch = (drv_max(h[0]) != drv_min(h[0])) || (drv_max(h[1]) != drv_min(h[1]));
+    *rel_err = drv_max(param_rel_err(m, ref));
+    ddp_free(d);
+    mlp_reset_grads(m);
+    mlp_free(m);
+    mlp_free(ref);
+}
 
 static void train_ddp(ddp_mode mode, run_stats *st) {
     /* overlap: one bucket per parameter, so backward fills a later bucket (W3) before an
@@ -203,15 +108,7 @@ static void train_ddp(ddp_mode mode, run_stats *st) {
         mlp_backward(&ref, NULL, rows, false);
         mlp_step(&ref);
     }
-    pl_device_sync();
-    double h[2];
-    param_hash(&m, h);
-    st->hash_mismatch = (drv_max(h[0]) != drv_min(h[0])) || (drv_max(h[1]) != drv_min(h[1]));
-    st->rel_err = drv_max(param_rel_err(&m, &ref));
-    ddp_free(&d);
-    mlp_reset_grads(&m);
-    mlp_free(&m);
-    mlp_free(&ref);
+    compare_and_free(&m, &ref, &d, &st->hash_mismatch, &st->rel_err);
     st->done = true;
 }
 
@@ -267,9 +164,7 @@ typedef struct {
 } nosync_stats;
 
 static void nosync_run(drv_case *c) {
-    nosync_stats *st = calloc(1, sizeof *st);
-    PL_CHECK(st != NULL, "out of host memory");
-    c->state = st;
+    nosync_stats *st = drv_state(c, sizeof *st);
     const int micro = 3, steps = 2;
     mlp m, ref;
     mlp_init(&m, g_data.dim, g_hidden, g_data.classes, g_batch / g_n, g_seed);
@@ -304,15 +199,7 @@ static void nosync_run(drv_case *c) {
         mlp_step(&m);
         mlp_step(&ref);
     }
-    pl_device_sync();
-    double h[2];
-    param_hash(&m, h);
-    st->mismatch = (drv_max(h[0]) != drv_min(h[0])) || (drv_max(h[1]) != drv_min(h[1]));
-    st->rel_err = drv_max(param_rel_err(&m, &ref));
-    ddp_free(&d);
-    mlp_reset_grads(&m);
-    mlp_free(&m);
-    mlp_free(&ref);
+    compare_and_free(&m, &ref, &d, &st->mismatch, &st->rel_err);
 }
 
 static void nosync_check(drv_case *c) {
@@ -327,65 +214,8 @@ static void nosync_check(drv_case *c) {
     else drv_check_error(c, "accumulated training vs single-rank", st->rel_err, drv_tolerance());
 }
 
-/* ---- rebuild.*: ranks other than 0 report b2 before W2 in the first iteration; after it every
- * rank must hold the layout of rank 0's observed order. arg[0] = the caps. ------------------- */
-
-typedef struct {
-    mlp m;
-    ddp_state d;
-    int rows;
-    bool bad;
-} rebuild_case;
-
-static void rebuild_run(drv_case *c) {
-    rebuild_case *s = calloc(1, sizeof *s);
-    PL_CHECK(s != NULL, "out of host memory");
-    c->state = s;
-    mlp_init(&s->m, g_data.dim, g_hidden, g_data.classes, g_batch / g_n, g_seed);
-    s->m.swap_w2_b2_hooks = g_me != 0;
-    const caps *k = &CAPS[c->arg[0]];
-    ddp_init(&s->d, s->m.p, NPARAMS, DDP_OVERLAP, k->cap, k->first, g_comm);
-    int first, *y;
-    float *x;
-    batch_rows(0, 0, g_me, g_n, &s->rows, &first);
-    load_rows(first, &x, &y);
-    mlp_forward(&s->m, x, y, s->rows);
-    ddp_backward_begin(&s->d);
-    mlp_backward(&s->m, &s->d, s->rows, false);
-    ddp_backward_end(&s->d);
-    mlp_step(&s->m);
-    pl_device_sync();
-    s->m.swap_w2_b2_hooks = 0;
-    ddp_backward_begin(&s->d); /* the rebuild happens here */
-}
-
-static void rebuild_check(drv_case *c) {
-    rebuild_case *s = c->state;
-    const caps *k = &CAPS[c->arg[0]];
-    layout L = expected_layout(&s->m, OBSERVED, k->cap, k->first);
-    check_layout(c, &s->d, &s->m, &L, "after iteration 1 (expected rank 0's order W3 b3 W2 b2 W1 b1): ");
-    s->bad = drv_max(drv_failed(c)) > 0;
-}
-
-/* Finish the iteration so every rank leaves the same collectives behind. */
-static void rebuild_teardown(drv_case *c) {
-    rebuild_case *s = c->state;
-    mlp_backward(&s->m, &s->d, s->rows, false);
-    if (s->bad) ddp_set_sync(&s->d, false);
-    ddp_backward_end(&s->d);
-    ddp_free(&s->d);
-    mlp_reset_grads(&s->m);
-    mlp_free(&s->m);
-    free(s);
-}
-
-static void free_state(drv_case *c) { free(c->state); }
-
 /* ---- the plan --------------------------------------------------------------------------------- */
 
-static void plan_buckets(const drv_test *t, drv_plan *p) {
-    for (int k = 0; k < (int)(sizeof CAPS / sizeof CAPS[0]); k++) drv_plan_add(p, t, "buckets.%s", CAPS[k].name)->arg[0] = k;
-}
 /* equal.* and calls.* for every mode, order.* for the bucketed ones, overlap.overlap */
 static void plan_mode(const drv_test *t, drv_plan *p) {
     int from = !strcmp(t->name, "order") ? DDP_BUCKETED : !strcmp(t->name, "overlap") ? DDP_OVERLAP : DDP_NAIVE;
@@ -395,11 +225,6 @@ static void plan_mode(const drv_test *t, drv_plan *p) {
         in->arg[0] = m;
     }
 }
-static void plan_rebuild(const drv_test *t, drv_plan *p) {
-    drv_plan_add(p, t, "rebuild.three")->arg[0] = C_THREE;
-    drv_plan_add(p, t, "rebuild.many")->arg[0] = C_MANY;
-}
-
 /* The order of the old driver: buckets, then per mode equal, calls, order, overlap. */
 static const drv_test TESTS[] = {
     {"buckets", "buckets", plan_buckets, NULL, buckets_run, buckets_check, NULL, NULL, buckets_teardown, NULL},
@@ -407,7 +232,7 @@ static const drv_test TESTS[] = {
     {"calls", NULL, plan_mode, NULL, train_run, calls_check, NULL, NULL, NULL, NULL},
     {"order", NULL, plan_mode, NULL, train_run, order_check, NULL, NULL, NULL, NULL},
     {"overlap", NULL, plan_mode, NULL, train_run, overlap_check, NULL, NULL, NULL, NULL},
-    {"nosync", "nosync", NULL, NULL, nosync_run, nosync_check, NULL, NULL, free_state, NULL},
+    {"nosync", "nosync", NULL, NULL, nosync_run, nosync_check, NULL, NULL, NULL, NULL},
     {"rebuild", "rebuild", plan_rebuild, NULL, rebuild_run, rebuild_check, NULL, NULL, rebuild_teardown, NULL},
     {NULL},
 };

@@ -60,4 +60,24 @@ int mode_train(void);
 extern int g_epochs, g_train_hidden, g_train_batch;
 extern double g_lr;
 
+/* The bucket caps of the cases (lab06_buckets.c): the named ones, then caps on a bucket
+ * boundary and around it. */
+typedef struct {
+    const char *name;
+    double cap, first; /* MiB; for the boundary caps, set by cap_for() */
+    double boundary;   /* 0, or bytes around a bucket boundary: -1, +1, +0.5 (99 = exact) */
+} caps;
+extern const caps CAPS[8];
+enum { C_DEFAULT, C_TWO, C_THREE, C_MANY };
+
+/* The bucket cases: buckets.* (layout after ddp_init), rebuild.* (after iteration 1). */
+void plan_buckets(const drv_test *t, drv_plan *p);
+void buckets_run(drv_case *c);
+void buckets_check(drv_case *c);
+void buckets_teardown(drv_case *c);
+void plan_rebuild(const drv_test *t, drv_plan *p);
+void rebuild_run(drv_case *c);
+void rebuild_check(drv_case *c);
+void rebuild_teardown(drv_case *c);
+
 #endif
