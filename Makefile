@@ -151,7 +151,7 @@ $(B)/cuda/obj/%.cu.o: %.cu $(COMMON_H) $(wildcard kernels/internal/*.cuh)
 	@mkdir -p $(@D)
 	$(call say,NVCC,$@)
 	$(Q)$(NVCC) $(NVCCFLAGS) -c $< -o $@
-$(B)/%/driver.o: grader/driver.c grader/driver.h $(COMMON_H)
+$(B)/%/driver.o: grader/driver.c grader/driver.h grader/siphash.h $(COMMON_H)
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
 	$(Q)$(MPICC) $(CFLAGS) $(if $(filter cuda,$*),$(CUDA_CFLAGS)) -c $< -o $@
@@ -162,7 +162,7 @@ $(B)/public.syms: grader/tools/public-symbols.sh $(LIB_H)
 	$(Q)grader/tools/public-symbols.sh "$(MPICC)" > $@.tmp && mv $@.tmp $@
 
 engine: $(ENGINE)
-$(ENGINE): $(ENGINE_SRC) $(wildcard grader/engine*.h)
+$(ENGINE): $(ENGINE_SRC) $(wildcard grader/engine*.h) grader/siphash.h
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
 	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -D_GNU_SOURCE $(ENGINE_SRC) -lcjson -o $@
@@ -285,7 +285,7 @@ test: all test-bins
 
 # Every hostile student file of the fault suite, not only the quick ones (tests/grader/faults/).
 test-faults: all
-	@MAKE="$(MAKE)" MPIRUN="$(MPIRUN)" FAULTS=all tests/grader/test_faults.sh
+	@MAKE="$(MAKE)" MPIRUN="$(MPIRUN)" B="$(B)" FAULTS=all tests/grader/test_faults.sh
 
 BENCH_BINS := $(patsubst tests/bench/%.c,$(B)/cpu/bench/%,$(filter-out tests/bench/bench_gpu.c,$(wildcard tests/bench/*.c))) \
               $(if $(HAVE_NVCC),$(B)/cuda/bench/bench_gpu)

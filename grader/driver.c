@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "driver.h"
+#include "siphash.h" // defines: siphash_record, the signature of every record
 
 /* ================================================================================== */
 /* State                                                                              */
@@ -28,8 +29,11 @@ static int g_nskip;
 static bool g_list, g_list_modes;
 static int g_cases_run, g_cases_failed;
 
-/* The results channel: rank 0's socket to the engine (docs/grader.md, protocol 2). */
-static char g_sock_path[108], g_key[80];
+/* The results channel: rank 0's socket to the engine (docs/grader.md, protocol 2), the
+ * run's key that signs every record, and the records sent so far. */
+static char g_sock_path[108];
+static unsigned char g_key[SIPHASH_KEY_BYTES];
+static uint64_t g_seq;
 static int g_chan = -1;
 
 const drv_options *drv_opts(void) { return &g_opt; }
@@ -252,18 +256,24 @@ static drv_plan make_plan(void) {
 /* The results channel                                                                */
 /* ================================================================================== */
 
+/* One record: the JSON, a tab, its signature (SipHash-2-4 of the record's number and the
+ * JSON under the run's key, 16 hex digits), a newline. */
 static void chan_send(cJSON *o) {
     if (g_chan < 0) return;
     char *s = cJSON_PrintUnformatted(o);
     PL_CHECK(s != NULL, "out of host memory");
     size_t n = strlen(s);
-    s[n] = '\n'; /* cJSON's buffer has room for its NUL: the newline takes it */
-    for (size_t off = 0; off < n + 1;) {
-        ssize_t w = write(g_chan, s + off, n + 1 - off);
+    char *line = malloc(n + SIPHASH_HEX + 3);
+    PL_CHECK(line != NULL, "out of host memory");
+    int k = snprintf(line, n + SIPHASH_HEX + 3, "%s\t%016llx\n", s,
+                     (unsigned long long)siphash_record(g_key, g_seq++, s, n));
+    for (size_t off = 0; off < (size_t)k;) {
+        ssize_t w = write(g_chan, line + off, (size_t)k - off);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) pl_fatal(__FILE__, __LINE__, "write(results channel)", strerror(errno));
         off += (size_t)w;
     }
+    free(line);
     free(s);
 }
 
@@ -275,9 +285,17 @@ static void chan_event(const char *event, const char *name) {
     cJSON_Delete(o);
 }
 
-/* Rank 0 connects before any student code runs and sends hello and the plan. */
+/* Rank 0 connects before any student code runs and sends hello and the plan; the other
+ * ranks forget the channel (they never need it) and wait until rank 0 is connected, after
+ * which the engine takes no other connection. */
 static void chan_open(const drv_plan *plan) {
-    if (!drv_graded() || pl_rank() != 0) return;
+    if (!drv_graded()) return;
+    if (pl_rank() != 0) {
+        memset(g_key, 0, sizeof g_key);
+        memset(g_sock_path, 0, sizeof g_sock_path);
+        drv_max(0); /* the barrier below */
+        return;
+    }
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     snprintf(addr.sun_path, sizeof addr.sun_path, "%s", g_sock_path);
     g_chan = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -285,13 +303,11 @@ static void chan_open(const drv_plan *plan) {
         pl_fatal(__FILE__, __LINE__, "connect(PL_RESULTS_SOCK)", strerror(errno));
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "event", "hello");
-    cJSON_AddStringToObject(o, "key", g_key);
     cJSON_AddNumberToObject(o, "protocol", 2);
     cJSON_AddStringToObject(o, "lab", g_lab->name);
     cJSON_AddNumberToObject(o, "np", pl_world());
     chan_send(o);
     cJSON_Delete(o);
-    memset(g_key, 0, sizeof g_key);
     o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "event", "plan");
     cJSON *cases = cJSON_AddArrayToObject(o, "cases");
@@ -303,6 +319,7 @@ static void chan_open(const drv_plan *plan) {
     }
     chan_send(o);
     cJSON_Delete(o);
+    drv_max(0); /* the other ranks start once the channel is rank 0's alone */
 }
 
 /* ================================================================================== */
@@ -652,9 +669,13 @@ static int finish(int rc) {
 int drv_main(const drv_lab *lab, int argc, char **argv) {
     g_lab = lab;
     if (lab->defaults) g_opt = *lab->defaults;
+    char hex[80] = "";
     take_env("PL_RESULTS_SOCK", g_sock_path, sizeof g_sock_path);
-    take_env("PL_RESULTS_KEY", g_key, sizeof g_key);
+    take_env("PL_RESULTS_KEY", hex, sizeof hex);
+    bool bad_key = g_sock_path[0] && siphash_key_from_hex(hex, g_key) != 0;
+    memset(hex, 0, sizeof hex);
     pl_init(&argc, &argv);
+    if (bad_key) pl_fatal(__FILE__, __LINE__, "PL_RESULTS_KEY", "not the 32 hex digits the grading engine gives");
     parse_flags(argc, argv);
     if (g_list_modes) {
         for (const drv_mode *m = lab->modes; m && m->name; m++)

@@ -3,7 +3,8 @@
  *
  *   pl-grade --lab NAME --rubric FILE --driver PATH [--build "SHELL CMD"] [--np "1 2 4"]
  *            [--filter GLOB] [--device D] [--comm C] [--mpirun "mpirun --oversubscribe"]
- *            [--out DIR] [--hidden DIR] [--quiet] [--test-scale]
+ *            [--out DIR] [--hidden DIR] [--sandbox on|off|auto] [--build-timeout SEC]
+ *            [--quiet] [--test-scale]
  *
  * Exit status: 0 full marks, 1 anything less (a build error included), 2 usage or rubric
  * error, 3 the engine itself failed (cannot write its reports, out of memory),
@@ -17,10 +18,11 @@
 
 #include "engine.h"
 
-#define BUILD_TIMEOUT_S 1800.0
+extern char **environ;
 
 typedef struct {
-    const char *lab, *rubric, *driver, *build, *np, *filter, *device, *comm, *mpirun, *out, *hidden;
+    const char *lab, *rubric, *driver, *build, *np, *filter, *device, *comm, *mpirun, *out, *hidden, *sandbox,
+        *build_timeout;
     bool quiet, test_scale;
 } options;
 
@@ -29,22 +31,24 @@ static void usage(FILE *f)
     fputs("usage: pl-grade --lab NAME --rubric FILE --driver PATH [--build \"SHELL CMD\"]\n"
           "                [--np \"1 2 4\"] [--filter GLOB] [--device D] [--comm C]\n"
           "                [--mpirun \"mpirun --oversubscribe\"] [--out DIR] [--hidden DIR]\n"
-          "                [--quiet] [--test-scale]\n"
+          "                [--sandbox on|off|auto] [--build-timeout SEC] [--quiet] [--test-scale]\n"
           "Builds, runs the lab driver under mpirun for each world size, scores it with the\n"
           "rubric and prints a report; exit 0 only with full marks. See docs/grader.md.\n",
           f);
 }
 
+/* The option values are copied: the command line itself is wiped right after (see main). */
 static options parse_options(int argc, char **argv)
 {
-    options o = {.mpirun = "mpirun"};
+    options o = {.mpirun = "mpirun", .sandbox = "off"};
     struct {
         const char *flag;
         const char **value;
     } valued[] = {
-        {"--lab", &o.lab},       {"--rubric", &o.rubric}, {"--driver", &o.driver}, {"--build", &o.build},
-        {"--np", &o.np},         {"--filter", &o.filter}, {"--device", &o.device}, {"--comm", &o.comm},
-        {"--mpirun", &o.mpirun}, {"--out", &o.out},       {"--hidden", &o.hidden},
+        {"--lab", &o.lab},       {"--rubric", &o.rubric}, {"--driver", &o.driver},   {"--build", &o.build},
+        {"--np", &o.np},         {"--filter", &o.filter}, {"--device", &o.device},   {"--comm", &o.comm},
+        {"--mpirun", &o.mpirun}, {"--out", &o.out},       {"--hidden", &o.hidden},   {"--sandbox", &o.sandbox},
+        {"--build-timeout", &o.build_timeout},
     };
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -65,21 +69,59 @@ static options parse_options(int argc, char **argv)
             size_t n = strlen(valued[k].flag);
             if (strncmp(arg, valued[k].flag, n)) continue;
             if (arg[n] == '=') {  // --flag=value
-                *valued[k].value = arg + n + 1;
+                *valued[k].value = xstrdup(arg + n + 1);
                 known = true;
             } else if (arg[n] == '\0') {
                 if (i + 1 >= argc) die_usage("%s needs a value", arg);
-                *valued[k].value = argv[++i];
+                *valued[k].value = xstrdup(argv[++i]);
                 known = true;
             }
         }
         if (!known) die_usage("unknown option '%s' (try --help)", arg);
     }
     if (!o.lab || !o.rubric || !o.driver) die_usage("--lab, --rubric and --driver are required (try --help)");
+    if (strcmp(o.sandbox, "on") && strcmp(o.sandbox, "off") && strcmp(o.sandbox, "auto"))
+        die_usage("--sandbox must be on, off or auto, not '%s'", o.sandbox);
     return o;
 }
 
-/* --np "1 2 4" */
+/* A student's process can read the engine's /proc/<pid>/cmdline and environ (same user,
+ * default mode): wipe both in place, so --hidden DIR and the paths given do not show. The
+ * environment lives on in heap copies. */
+static void wipe_command_line(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) memset(argv[i], 0, strlen(argv[i]));
+    int n = 0;
+    while (environ[n]) n++;
+    char **copy = xmalloc((size_t)(n + 1) * sizeof *copy);
+    for (int i = 0; i < n; i++) {
+        copy[i] = xstrdup(environ[i]);
+        memset(environ[i], 0, strlen(environ[i]));
+    }
+    copy[n] = NULL;
+    environ = copy;
+}
+
+/* The environment of the build and the runs: the engine's, without any PL_RESULTS_* it
+ * inherited (each run gets its own) and without anything that names the hidden directory
+ * (make passes HIDDEN=... along, also inside MAKEFLAGS). A sandboxed run gets /tmp as its
+ * TMPDIR: the outer one may be hidden or read-only there. */
+static char **child_environment(const char *hidden, bool sandboxed)
+{
+    char *hidden_real = hidden ? realpath(hidden, NULL) : NULL;
+    strlist env = {0};
+    for (char **e = environ; *e; e++) {
+        if (!strncmp(*e, "PL_RESULTS_", 11)) continue;
+        if (hidden && (strstr(*e, hidden) || (hidden_real && strstr(*e, hidden_real)))) continue;
+        if (sandboxed && !strncmp(*e, "TMPDIR=", 7)) continue;
+        strlist_push(&env, *e);
+    }
+    if (sandboxed) strlist_push(&env, "TMPDIR=/tmp");
+    free(hidden_real);
+    return env.items;  // lives as long as the engine
+}
+
+/* --np "1 2 4": integers from 1 to WORLD_SIZE_MAX, digits only. */
 static int parse_world_sizes(const char *text, int **np)
 {
     strlist words = {0};
@@ -87,9 +129,10 @@ static int parse_world_sizes(const char *text, int **np)
     if (!words.count) die_usage("--np needs at least one world size");
     *np = xmalloc((size_t)words.count * sizeof **np);
     for (int i = 0; i < words.count; i++) {
-        double v;
-        if (!parse_number(words.items[i], &v) || v < 1 || v != (int)v)
-            die_usage("--np: '%s' is not a world size", words.items[i]);
+        const char *w = words.items[i];
+        long v = strspn(w, "0123456789") == strlen(w) && strlen(w) <= 5 ? strtol(w, NULL, 10) : 0;
+        if (v < 1 || v > WORLD_SIZE_MAX)
+            die_usage("--np: '%s' is not a world size (an integer from 1 to %d)", w, WORLD_SIZE_MAX);
         (*np)[i] = (int)v;
     }
     int n = words.count;
@@ -102,36 +145,117 @@ static void load_hidden(rubric *r, const char *dir, const char *lab, console *co
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) die_usage("--hidden %s: not a directory", dir);
     char *path = xasprintf("%s/%s.rubric", dir, lab);
-    if (access(path, F_OK) == 0) {
+    if (stat(path, &st) == 0) {
+        if (!S_ISREG(st.st_mode)) die_usage("hidden rubric %s is not a regular file", path);
         rubric_load(r, path, true);
         console_note(con, "hidden rubric: %s", path);
-    } else {
+    } else if (errno == ENOENT) {
         console_note(con, "no hidden rubric for lab %s in %s", lab, dir);
+    } else {
+        die_usage("hidden rubric %s: %s", path, strerror(errno));
     }
     free(path);
 }
 
-/* Runs the build command; returns NULL on success, else the line to report (malloc'd). */
-static char *run_build(const char *cmd, console *con)
+/* Runs the build command; returns NULL on success, else the "(build)" stand-in case:
+ * `forbidden` when the build's object checker refused something (a line "forbidden: ..."),
+ * else `build error`. */
+static case_result *run_build(const char *cmd, double timeout_s, char **envp, console *con)
 {
     char *argv[] = {"/bin/sh", "-c", (char *)cmd, NULL};
-    child_run ch = {.argv = argv, .merge_stderr = true, .total_s = BUILD_TIMEOUT_S};
+    child_run ch = {.argv = argv, .envp = envp, .merge_stderr = true, .total_s = timeout_s};
     console_note(con, "build: %s", cmd);
     child_run_exec(&ch);
-    char *first = NULL;
+    int killed = contain_kill_descendants();
+    if (killed) console_note(con, "note: killed %d leftover process(es) after the build", killed);
+    case_result *build = NULL;
     if (ch.exit_code != 0 || ch.term_signal || ch.hit_cap || ch.exec_failed || ch.interrupted) {
-        first = capture_find_line(&ch.out, "error");
+        classification cls = CL_BUILD_ERROR;
+        char *first = capture_line_starting(&ch.out, "forbidden: ");
+        if (first) {
+            cls = CL_FORBIDDEN;
+            memmove(first, first + 11, strlen(first + 11) + 1);
+        }
+        if (!first) first = capture_find_line(&ch.out, "error");
         if (!first) first = capture_find_line(&ch.out, "Error");
-        if (!first) first = capture_last_line(&ch.out);
-        if (!first && ch.hit_cap) first = xasprintf("the build took longer than %g s", BUILD_TIMEOUT_S);
+        if (!first && ch.hit_cap) first = xasprintf("the build took longer than %g s (build-timeout)", timeout_s);
+        if (!first) first = capture_reason(&ch.out);
         if (!first) first = xasprintf("the build command failed with exit code %d", ch.exit_code);
+        build = xmalloc(sizeof *build);
+        *build = (case_result){.id = xstrdup("(build)"), .name = xstrdup("(build)"), .cls = cls, .detail = first,
+                               .whole_run = true};
         char *text = capture_text(&ch.out);
         clean_text_keep_lines(text);
-        console_build_error(con, first, text);
+        console_build_failure(con, build, text);
         free(text);
     }
     child_run_free(&ch);
-    return first;
+    return build;
+}
+
+/* Runs a short command (a probe) and says whether it exited 0. */
+static bool probe(char **argv, bool drop_root, char **why)
+{
+    child_run ch = {.argv = argv, .drop_root = drop_root, .total_s = 20};
+    child_run_exec(&ch);
+    contain_kill_descendants();
+    bool ok = ch.exit_code == 0 && !ch.term_signal && !ch.hit_cap && !ch.exec_failed;
+    if (!ok && why) {
+        *why = capture_reason(&ch.err);
+        if (!*why) *why = xasprintf("exit code %d", ch.exit_code);
+    }
+    child_run_free(&ch);
+    return ok;
+}
+
+/* --sandbox: on (required), auto (when bwrap works), off. */
+static bool sandbox_wanted(const char *mode, bool drop_root, bool *tmpfs_size, console *con)
+{
+    if (!strcmp(mode, "off")) return false;
+    strlist argv = {0};
+    sandbox_probe_argv(&argv, true);
+    char *why = NULL;
+    bool ok = probe(argv.items, drop_root, NULL);
+    *tmpfs_size = ok;
+    if (!ok) {  // an older bwrap without --size still makes a sandbox
+        strlist_free(&argv);
+        sandbox_probe_argv(&argv, false);
+        ok = probe(argv.items, drop_root, &why);
+    }
+    strlist_free(&argv);
+    if (!ok && !strcmp(mode, "on"))
+        die_usage("--sandbox on: bubblewrap cannot start a sandbox here (%s); install bubblewrap "
+                  "(scripts/install-deps.sh) and allow unprivileged user namespaces "
+                  "(sysctl kernel.unprivileged_userns_clone=1), or grade with --sandbox off",
+                  why ? why : "bwrap failed");
+    if (!ok)
+        console_note(con, "note: --sandbox auto: no sandbox (%s); runs are contained without it",
+                     why ? why : "bwrap failed");
+    free(why);
+    return ok;
+}
+
+/* Before the first sandboxed run: what it must not see, and a check that the driver can be
+ * run in there at all (as uid 65534 its files must be readable by others). NULL when it
+ * can, else why not (malloc'd). */
+static char *sandbox_ready(sandbox *sb, const options *opt, const char *work)
+{
+    // uid 65534 must pass through to its channel directory (nothing else: no read bit)
+    if (sb->drop_root && chmod(work, 0711) != 0) die_engine("chmod %s: %s", work, strerror(errno));
+    sandbox_init(sb, opt->hidden, opt->out, work, opt->driver);
+    strlist check = {0}, cmd = {0};
+    const char *const test[] = {"/bin/sh", "-c", "test -r \"$0\" && test -x \"$0\"", opt->driver, NULL};
+    for (int i = 0; test[i]; i++) strlist_push(&cmd, test[i]);
+    sandbox_argv(&check, sb, NULL, cmd.items);
+    char *why = NULL, *problem = NULL;
+    if (!probe(check.items, sb->drop_root, &why))
+        problem = xasprintf("the driver %s cannot be read and run as uid %d inside the sandbox (%s); make it and "
+                            "its directories readable by others (chmod o+rX)",
+                            opt->driver, SANDBOX_UID, why ? why : "test -x failed");
+    strlist_free(&check);
+    strlist_free(&cmd);
+    free(why);
+    return problem;
 }
 
 static void on_signal(int sig)
@@ -150,10 +274,32 @@ static void install_signals(void)
     signal(SIGPIPE, SIG_IGN);  // a closed stdout (e.g. `| head`) must not kill us mid-run
 }
 
+static void report_case(void *ctx, const case_result *c, const classification *before)
+{
+    console_case(ctx, c, before);
+}
+
+static void report_note(void *ctx, const char *text)
+{
+    console_note(ctx, "%s", text);
+}
+
 int main(int argc, char **argv)
 {
     options opt = parse_options(argc, argv);
+    wipe_command_line(argc, argv);
+    for (char **e = environ; *e;) {  // the runs get their own channel variables, never these
+        if (!strncmp(*e, "PL_RESULTS_", 11)) {
+            char *name = xstrdup(*e);
+            name[strcspn(name, "=")] = '\0';
+            unsetenv(name);
+            free(name);
+        } else {
+            e++;
+        }
+    }
     install_signals();
+    contain_init();
 
     console con;
     console_init(&con, opt.quiet);
@@ -163,14 +309,31 @@ int main(int argc, char **argv)
         die_usage("%s is the rubric of lab '%s', not '%s'", opt.rubric, rub.lab, opt.lab);
     if (opt.hidden) load_hidden(&rub, opt.hidden, opt.lab, &con);
     rubric_check(&rub, opt.rubric);
+    if (opt.build_timeout) {
+        double v;
+        if (!parse_number(opt.build_timeout, &v) || v <= 0 || v > 7 * 24 * 3600.0)
+            die_usage("--build-timeout wants a positive number of seconds, not '%s'", opt.build_timeout);
+        rub.build_timeout_s = v;
+    }
 
     int *np = rub.np, n_np = rub.n_np;
     bool np_given = opt.np != NULL;
     if (np_given) n_np = parse_world_sizes(opt.np, &np);
     if (!n_np) die_usage("%s has no 'np' line and --np was not given", opt.rubric);
 
+    if (opt.out) {  // now: a symlinked --out is refused before anything runs
+        char *why = make_out_dir(opt.out);
+        if (why) die_usage("--out %s: %s", opt.out, why);
+    }
+    bool drop_root = geteuid() == 0;
+    sandbox sb = {.drop_root = drop_root};
+    sb.on = sandbox_wanted(opt.sandbox, drop_root, &sb.tmpfs_size, &con);
+    char **envp = child_environment(opt.hidden, sb.on);
+
     run_config cfg = {.rub = &rub, .driver = opt.driver, .filter = opt.filter, .device = opt.device,
-                      .comm = opt.comm, .test_scale = opt.test_scale};
+                      .comm = opt.comm, .test_scale = opt.test_scale, .envp = envp,
+                      .limits = {.data_bytes = rub.memory_limit},
+                      .report = {.on_case = report_case, .on_note = report_note, .ctx = &con}};
     strlist_split(&cfg.mpirun, opt.mpirun);
     if (!cfg.mpirun.count) die_usage("--mpirun is empty");
     if (opt.test_scale && !rub.have_test_args)
@@ -187,45 +350,52 @@ int main(int argc, char **argv)
     console_header(&con, opt.lab, opt.driver, np, n_np, n_extra);
 
     case_list cases = {0};
-    char *build_error = opt.build ? run_build(opt.build, &con) : NULL;
-    if (build_error) {
-        // one stand-in case so junit.xml and cases.json say what happened
-        cases.v = xmalloc(sizeof *cases.v);
-        cases.cap = cases.count = 1;
-        cases.v[0] = (case_result){.id = xstrdup("(build)"), .name = xstrdup("(build)"), .cls = CL_BUILD_ERROR,
-                                   .detail = xstrdup(build_error), .whole_run = true};
-    } else if (!engine_interrupted) {
+    case_result *build = opt.build ? run_build(opt.build, rub.build_timeout_s, envp, &con) : NULL;
+    if (build) cases = (case_list){.v = build, .count = 1, .cap = 1};  // junit.xml and cases.json say why
+    if (!build && !engine_interrupted) {
         if (strchr(opt.driver, '/') && access(opt.driver, X_OK) != 0)
             die_usage("driver %s: %s (was it built?)", opt.driver, strerror(errno));
         const char *tmp = getenv("TMPDIR");
         char *work = xasprintf("%s/pl-grade.XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
-        if (!mkdtemp(work)) {
-            fprintf(stderr, "pl-grade: cannot create a work directory %s: %s\n", work, strerror(errno));
-            return 3;
+        if (!mkdtemp(work)) die_engine("cannot create a work directory %s: %s", work, strerror(errno));
+        char *problem = sb.on ? sandbox_ready(&sb, &opt, work) : NULL;
+        if (problem && !strcmp(opt.sandbox, "on")) {
+            rmdir(work);
+            die_usage("--sandbox on: %s, or grade with --sandbox off", problem);
         }
+        if (problem) {
+            console_note(&con, "note: --sandbox auto: no sandbox: %s", problem);
+        } else if (sb.on) {
+            cfg.sandbox = &sb;
+            console_note(&con, "sandbox: bubblewrap, uid %d, no network, read-only files, private /proc and /tmp%s",
+                         SANDBOX_UID, drop_root ? " (dropped from root)" : "");
+        }
+        free(problem);
         cfg.work_dir = work;
-        for (int i = 0; i < n_np && !engine_interrupted; i++) run_world(&cfg, np[i], NULL, &cases, &con);
-        for (int i = 0; i < n_extra && !engine_interrupted; i++)
-            run_world(&cfg, extra[i]->np, extra[i], &cases, &con);
+        for (int i = 0; i < n_np && !engine_interrupted; i++) run_world(&cfg, np[i], NULL, &cases);
+        for (int i = 0; i < n_extra && !engine_interrupted; i++) run_world(&cfg, extra[i]->np, extra[i], &cases);
         rmdir(work);
         free(work);
     }
+    // nothing a run left behind may still be alive when the reports are written
+    int killed = contain_kill_descendants();
+    if (killed) console_note(&con, "note: killed %d leftover process(es) before the reports", killed);
     if (engine_interrupted) {
         fputs("pl-grade: interrupted\n", stderr);
         return 130;
     }
 
     grade g;
-    grade_compute(&g, &rub, &cases, build_error);
+    grade_compute(&g, &rub, &cases, build);
     console_summary(&con, &g, opt.lab);
     int status = g.score == g.max_score ? 0 : 1;
     if (opt.out && !write_outputs(opt.out, opt.lab, &g, &cases)) status = 3;
 
     grade_free(&g);
     case_list_free(&cases);
-    free(build_error);
     free(extra);
     strlist_free(&cfg.mpirun);
+    sandbox_free(&sb);
     if (np != rub.np) free(np);
     rubric_free(&rub);
     return status;

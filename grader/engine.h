@@ -1,32 +1,40 @@
 /* engine.h - the ParaLab grading engine (pl-grade): shared types and the functions each
  * engine_*.c file provides. One concern per file:
  *
- *   engine.c         command line, the order of the steps, the exit code
- *   engine_util.c    memory, strings, string lists, globs, sizes, text clean-up
- *   engine_rubric.c  the rubric file format (docs/grader.md)
- *   engine_child.c   running one child process safely: own session, pipes read with
- *                    poll(), bounded capture, stderr markers, no-progress timeout
- *   engine_cases.c   running a driver per world size, the JSON-lines protocol,
- *                    classification of every case, restarts after an abnormal end
- *   engine_score.c   scoring rubric items from the cases
- *   engine_report.c  the console report: a line per case, the summary, the score line
- *   engine_output.c  results.json (Gradescope), junit.xml, cases.json
+ *   engine.c          command line, the order of the steps, the exit code
+ *   engine_util.c     memory, strings, string lists, globs, sizes, cleaning untrusted text
+ *   engine_rubric.c   the rubric file format (docs/grader.md)
+ *   engine_metric.c   the table of performance metrics a `perf` item can score
+ *   engine_contain.c  keeping a run's processes in check: subreaper, killing leftovers,
+ *                     the bubblewrap sandbox, resource limits
+ *   engine_channel.c  the results channel: a private socket, one connection, framed lines
+ *   engine_protocol.c the driver protocol (version 2) line by line: what is trusted
+ *   engine_child.c    running one child process safely: own session, pipes read with
+ *                     poll(), bounded capture, stderr markers, deadlines
+ *   engine_cases.c    running a driver per world size, classifying every planned case,
+ *                     restarts after an abnormal end, hangs per group
+ *   engine_score.c    scoring rubric items from the cases
+ *   engine_report.c   the console report: a line per case, the summary, the score line
+ *   engine_output.c   results.json (Gradescope), junit.xml, cases.json
  *
- * The engine never trusts the student's program: everything it reads from a child is
- * bounded, cleaned of bytes that are not UTF-8, and only used to fail cases, never to
- * pass them (a pass comes only from the driver's own verdict). */
+ * The engine never trusts the student's program: verdicts come only from the driver's
+ * records on a channel the student code cannot name, every record is checked against the
+ * driver's own plan, and everything read from a child is bounded and cleaned before it
+ * reaches a terminal or a report. */
 #ifndef PL_ENGINE_H
 #define PL_ENGINE_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/types.h>  // defines: uid_t
 
 #include <cjson/cJSON.h>  // defines: cJSON, cJSON_Parse, cJSON_GetObjectItem...
 
 /* ---------------------------------------------------------------- utilities */
 
-/* A growable array of owned strings. */
+/* A growable array of owned strings, NULL-terminated (usable as argv). */
 typedef struct {
     char **items;
     int count, cap;
@@ -38,6 +46,7 @@ char *xstrdup(const char *s);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void strlist_push(strlist *l, const char *s);
 void strlist_push_all(strlist *l, const strlist *from);
+bool strlist_has(const strlist *l, const char *s);
 void strlist_free(strlist *l);
 /* Split on blanks; no quoting (documented: --mpirun and rubric tokens never need it). */
 void strlist_split(strlist *l, const char *text);
@@ -45,12 +54,24 @@ char *strlist_join(const strlist *l, const char *sep);
 
 /* "pl-grade: error: ..." on stderr, exit 2 (usage and configuration errors). */
 void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+/* "pl-grade: ..." on stderr, exit 3 (the engine itself cannot go on). */
+void die_engine(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
 double now_seconds(void);  // monotonic clock
 /* Replace control bytes (except tab) and bytes that are not valid UTF-8 with '?', in place,
- * so student output can go into JSON, XML and the terminal safely. */
+ * so untrusted text can go into JSON, XML and the terminal safely. */
 void clean_text(char *s);
 void clean_text_keep_lines(char *s);  // the same, newlines kept
+/* A driver message for one line of a report: cleaned, every line break and tab a blank,
+ * cut to at most `cap` bytes on a character boundary (with "..." when cut). In place. */
+void flatten_text(char *s, size_t cap);
+/* Case and group names: 1..NAME_MAX bytes of [A-Za-z0-9._:+=,@-]. */
+#define NAME_MAX_BYTES 160
+bool valid_name(const char *s);
+/* A line with no letter or digit: Open MPI's "-----" banners, blank lines. */
+bool banner_line(const char *s);
+/* `bytes` random bytes from the kernel as 2*bytes lowercase hex digits (out holds 2n+1). */
+void random_hex(char *out, size_t bytes);
 /* fnmatch() without flags: '*' also matches '.' and '/'. */
 bool glob_match(const char *glob, const char *text);
 /* "64M" -> 67108864 (K, M, G are powers of 1024, as in nccl-tests); false if malformed. */
@@ -59,21 +80,91 @@ bool parse_number(const char *s, double *out);
 /* Round to 2 decimals; scores are compared and printed after this. */
 double round2(double x);
 
+/* ---------------------------------------------------------------- the cases */
+
+typedef enum {
+    CL_PASS,
+    CL_WRONG,
+    CL_FORBIDDEN,
+    CL_ERROR,
+    CL_CRASH,
+    CL_TIMEOUT,
+    CL_DEADLOCK,
+    CL_TAMPERED,  // the run's records cannot be trusted (forged, out of order, wrong key...)
+    CL_MISSING,   // planned, but the driver ended normally without running it
+    CL_BUILD_ERROR,
+} classification;
+
+const char *class_name(classification c);
+
+typedef struct {
+    char *id;         // "np4/allreduce_ring.oop.c1024", or "np4@seed7/..." from a run line
+    char *name;       // the driver's case name (or a "(run)" stand-in)
+    char *group;      // the driver's group from its plan; NULL for stand-ins
+    char *run_label;  // NULL for the world-size sweep, else the run line's label
+    int np;
+    classification cls;
+    char *detail;     // why it failed, may hold several lines; NULL on pass
+    cJSON *json;      // the driver's result fields (cleaned), or NULL if it never sent one
+    bool whole_run;   // a stand-in for cases a failed run never announced: in every group
+    bool hidden;      // from a hidden rubric's run line: never shown to the student
+} case_result;
+
+typedef struct {
+    case_result *v;
+    int count, cap;
+    int passed;
+} case_list;
+
+void case_list_free(case_list *l);
+/* Does a rubric glob select this case? A glob with '/' matches the id, else the name. */
+bool case_matches(const case_result *c, const char *glob);
+/* A numeric field of the driver's result, if present. */
+bool case_number(const case_result *c, const char *field, double *out);
+
+/* ---------------------------------------------------------------- performance metrics */
+
+typedef enum { METRIC_FIELD, METRIC_QUOTIENT } metric_value;  // fields[0], or fields[0]/fields[1]
+typedef enum { METRIC_WORST, METRIC_MEDIAN } metric_aggregate;
+typedef enum { SAY_TIMES_OPTIMUM, SAY_OF_LIBRARY } metric_phrase;
+
+/* One row of the metric table (engine_metric.c): adding a metric is adding a row. */
+typedef struct {
+    const char *keyword;          // rubric: `metric KEYWORD`
+    const char *fields[2];        // the driver's result fields it reads
+    metric_value value;           // how one case's value comes from those fields
+    metric_aggregate aggregate;   // how the cases' values become the measured value
+    metric_phrase phrase;         // how the summary states it
+    bool min_bytes;               // `min-bytes` applies (cases below it are ignored)
+} perf_metric;
+
+const perf_metric *metric_find(const char *keyword);
+/* "bytes, msgs, speed, ..." for error messages. */
+const char *metric_keywords(void);
+/* The measured value of one case; false when the case does not report the fields (or is
+ * below min_bytes, for metrics where that applies). */
+bool metric_case_value(const perf_metric *m, const case_result *c, double min_bytes, double *out);
+/* "bytes_ratio" or "msgs_optimal and msgs_per_rank" (malloc'd). */
+char *metric_fields_text(const perf_metric *m);
+
 /* ---------------------------------------------------------------- rubric */
 
 typedef enum { ITEM_GROUP, ITEM_PERF } item_kind;
-typedef enum { METRIC_BYTES, METRIC_MSGS, METRIC_SPEED } perf_metric;
+
+#define WORLD_SIZE_MAX 1024
+#define POINTS_ITEM_MAX 1e6
+#define POINTS_TOTAL_MAX 1e9
 
 typedef struct {
     item_kind kind;
     char *name;
     double points;
-    strlist globs;       // group: its cases; perf: `cases` globs (empty = parent's globs)
-    char *parent;        // perf only
-    perf_metric metric;  // perf only
-    double target;       // perf only, default 1.0
-    double min_bytes;    // perf only, speed: cases below this size are ignored
-    bool hidden;         // came from the instructor's hidden rubric
+    strlist globs;              // group: its cases; perf: `cases` globs (empty = parent's globs)
+    char *parent;               // perf only
+    const perf_metric *metric;  // perf only
+    double target;              // perf only, default 1.0
+    double min_bytes;           // perf only, metrics with min_bytes: smaller cases ignored
+    bool hidden;                // came from the instructor's hidden rubric
 } rubric_item;
 
 /* An extra driver run: `run np=N [label=L] args...`. */
@@ -81,13 +172,16 @@ typedef struct {
     int np;
     char *label;
     strlist args;
+    bool hidden;  // from the hidden rubric: its cases and its command line stay private
 } rubric_run;
 
 typedef struct {
     char *lab;
-    double timeout_s;      // per case: no new line in the JSON file for this long
-    double run_timeout_s;  // cap on one driver run, whatever the progress
-    char *watchdog;        // passed as --watchdog, NULL = not passed
+    double timeout_s;        // per case, and per stretch of driver work between cases
+    double run_timeout_s;    // per world size (and run line), across restarts
+    double build_timeout_s;  // the --build command
+    double memory_limit;     // bytes of data per process (RLIMIT_DATA)
+    char *watchdog;          // passed as --watchdog, NULL = not passed
     int *np;
     int n_np;
     strlist args, test_args;
@@ -101,11 +195,128 @@ typedef struct {
 /* Parse `path` into `r` (adding to what is there). A hidden rubric may hold only `lab`,
  * `run`, `group` and `perf` lines. Errors are fatal (die_usage with file:line). */
 void rubric_load(rubric *r, const char *path, bool hidden);
-/* Cross-checks after every file is loaded: names unique, perf parents exist. */
+/* Cross-checks after every file is loaded: names unique, perf parents exist, totals. */
 void rubric_check(const rubric *r, const char *path);
 const rubric_item *rubric_find(const rubric *r, const char *name);
 double rubric_total_points(const rubric *r);
 void rubric_free(rubric *r);
+
+/* ---------------------------------------------------------------- containment */
+
+/* Resource limits set in a run's child before exec (0 = leave as it is). */
+typedef struct {
+    double cpu_s;        // RLIMIT_CPU, per process
+    double data_bytes;   // RLIMIT_DATA (not RLIMIT_AS: CUDA reserves huge address ranges)
+    double fsize_bytes;  // RLIMIT_FSIZE: a bigger file write gets SIGXFSZ
+    double nofile;       // RLIMIT_NOFILE
+    double nproc;        // RLIMIT_NPROC, sandbox only (it counts the user's processes)
+} child_limits;
+
+/* The bubblewrap sandbox of instructor mode (docs/grader.md). */
+typedef struct {
+    bool on;
+    bool drop_root;   // the engine is root: a run drops to uid/gid 65534 before bwrap
+    bool tmpfs_size;  // this bwrap knows --size (bounds /tmp and /dev/shm)
+    strlist masks;    // paths hidden behind an empty tmpfs: hidden rubric, --out, work dir
+    strlist reveal;   // directories bound read-only again after the masks (a driver in /tmp)
+    char *cwd;
+} sandbox;
+
+/* Make the engine a child subreaper: orphans of a run become its children, so no process
+ * a student forks can outlive the run unseen. */
+void contain_init(void);
+/* SIGKILL every descendant of the engine and reap it; returns how many were killed. */
+int contain_kill_descendants(void);
+/* The command that tells whether bwrap can start a sandbox here (exit 0 if it can). */
+void sandbox_probe_argv(strlist *out, bool with_size);
+/* The paths that must not be visible inside (hidden rubric, --out, the work directory)
+ * and the ones to show again (a driver or working directory under /tmp). Fatal (exit 2)
+ * when the driver lies inside a hidden path. */
+void sandbox_init(sandbox *sb, const char *hidden_dir, const char *out_dir, const char *work_dir,
+                  const char *driver);
+/* The bwrap command line that runs `argv` in the sandbox, the channel directory (if not
+ * NULL) bound read-write. */
+void sandbox_argv(strlist *out, const sandbox *sb, const char *channel_dir, char *const *argv);
+void sandbox_free(sandbox *sb);
+/* In a freshly forked child: drop root (if asked) and set the limits. false on failure. */
+bool contain_child_setup(const child_limits *lim, bool drop_root);
+/* How many processes the user `uid` has now (for an RLIMIT_NPROC above them). */
+int processes_of_user(uid_t uid);
+#define SANDBOX_UID 65534
+
+/* ---------------------------------------------------------------- the results channel */
+
+#define LINE_MAX_BYTES (64 * 1024)     // any record
+#define PLAN_LINE_MAX (8 * 1024 * 1024)  // the plan record
+#define PLAN_CASES_MAX 200000
+
+typedef struct {
+    char *dir;          // private (mode 0700, random name), one per run
+    char *path;         // the listening socket in it
+    char key[33];       // 128 random bits as 32 hex digits
+    int listen_fd;      // -1 once the one connection was accepted
+    int conn_fd;        // -1 until then, and after end of file
+    bool accepted;
+    char *buf;
+    size_t len, cap;
+    size_t line_max;    // the longest line accepted next (the protocol sets it)
+} channel;
+
+/* A fresh directory and socket under work_dir, owned by `owner` (-1: the engine). */
+void channel_open(channel *ch, const char *work_dir, int serial, uid_t owner);
+/* Accept the one connection if one waits; then no other can connect. */
+void channel_accept(channel *ch);
+/* Read what arrived (at most `budget` bytes) and call fn for every complete line;
+ * fn(NULL) once for a line over line_max. Stops early when fn returns false. Returns
+ * false when fn did. */
+typedef bool (*line_fn)(void *ctx, const char *line, size_t len);
+bool channel_read(channel *ch, size_t budget, line_fn fn, void *ctx);
+void channel_close(channel *ch);
+
+/* ---------------------------------------------------------------- the driver protocol */
+
+typedef struct {
+    char *name, *group;
+} planned_case;
+
+typedef struct {
+    planned_case *v;
+    int count, cap;
+} case_plan;
+
+void plan_push(case_plan *p, const char *name, const char *group);
+void plan_free(case_plan *p);
+
+typedef enum { PROTO_HELLO, PROTO_PLAN, PROTO_CASES, PROTO_DONE } proto_stage;
+typedef enum { PROTO_OK, PROTO_RESULT, PROTO_END, PROTO_TAMPERED } proto_event;
+
+typedef struct {
+    /* set before the run */
+    const char *key, *lab;
+    unsigned char mac_key[16]; // key as bytes: every record is signed with it (siphash.h)
+    int np;
+    const case_plan *expected;  // the plan this run must announce; NULL: any valid plan
+    /* state */
+    proto_stage stage;
+    case_plan plan;   // as announced
+    int next;         // the index of the next case to begin
+    int pending;      // the case begun and not finished, -1 if none
+    int lines, results, failed, last_result;
+    char *tamper;     // why the run is no longer trusted; NULL while it is
+    bool stray_result;  // the record that broke the trust was a result with no case running
+    /* the record PROTO_RESULT just accepted (the caller takes json and detail) */
+    int result_index;
+    classification result_cls;
+    char *result_detail;
+    cJSON *result_json;
+} proto_state;
+
+void proto_init(proto_state *p, const char *key, const char *lab, int np, const case_plan *expected);
+/* One line from the channel (NULL: a line over the length cap). */
+proto_event proto_feed(proto_state *p, const char *line, size_t len);
+/* The longest line the protocol accepts next. */
+size_t proto_line_max(const proto_state *p);
+void proto_free(proto_state *p);
 
 /* ---------------------------------------------------------------- child processes */
 
@@ -127,29 +338,33 @@ typedef struct {
     bool overflow;  // the current line is longer than buf; only its start is examined
 } line_scanner;
 
-typedef void (*json_line_fn)(void *ctx, char *line);
+typedef double (*deadline_fn)(void *ctx);
 
 typedef struct {
     /* in */
-    char **argv;              // NULL-terminated
-    bool merge_stderr;        // one pipe for both streams (keeps a compiler's order)
-    const char *json_path;    // file the driver appends to; NULL = none
-    json_line_fn on_line;     // called for every complete line of json_path
+    char **argv;                 // NULL-terminated
+    char **envp;                 // NULL: the engine's environment
+    bool merge_stderr;           // one pipe for both streams (keeps a compiler's order)
+    const child_limits *limits;  // NULL: none
+    bool drop_root;              // become uid/gid SANDBOX_UID before exec (sandbox under root)
+    channel *chan;               // NULL: no results channel
+    line_fn on_line;             // every line of the channel; false = stop trusting: kill
+    deadline_fn deadline;        // the next valid event is due by then (0: no deadline)
     void *ctx;
-    double no_progress_s;     // 0 = no per-line timeout
-    double total_s;           // 0 = no overall cap
+    double total_s;              // 0 = no overall cap
     /* out */
-    int exit_code;            // -1 when killed by a signal
-    int term_signal;          // 0 when it exited
-    bool timed_out;           // we killed it: no progress for no_progress_s
-    bool hit_cap;             // we killed it: ran longer than total_s
-    bool interrupted;         // we killed it: the engine got SIGINT/SIGTERM
+    int exit_code;               // -1 when killed by a signal
+    int term_signal;             // 0 when it exited
+    bool timed_out;              // we killed it: a deadline passed
+    bool hit_cap;                // we killed it: ran longer than total_s
+    bool interrupted;            // we killed it: the engine got SIGINT/SIGTERM
+    bool distrusted;             // we killed it: on_line returned false
     bool exec_failed;
     double wall_s;
     capture out, err;
     line_scanner scan_out, scan_err;
-    strlist deadlock_lines;   // lines containing "waits in"
-    strlist crash_lines;      // "crashed with signal", "exited on signal"
+    strlist deadlock_lines;      // lines containing "waits in"
+    strlist crash_lines;         // "crashed with signal", "exited on signal"
 } child_run;
 
 /* Set by the engine's SIGINT/SIGTERM handler; a running child is then killed. */
@@ -160,84 +375,63 @@ void child_run_exec(child_run *r);
 void child_run_free(child_run *r);
 /* The captured text, with a "[... N bytes omitted ...]" line where the middle was dropped. */
 char *capture_text(const capture *c);
-/* The last non-empty line of a capture (malloc'd, cleaned), or NULL. */
-char *capture_last_line(const capture *c);
+/* Why a program failed, from its output: the last line mentioning "error", else the last
+ * line that is not a banner (malloc'd, cleaned), or NULL. */
+char *capture_reason(const capture *c);
 /* The first line containing `needle` (malloc'd, cleaned), or NULL. */
 char *capture_find_line(const capture *c, const char *needle);
+/* The first line starting with `prefix` (malloc'd, cleaned), or NULL. */
+char *capture_line_starting(const capture *c, const char *prefix);
 
-/* ---------------------------------------------------------------- cases */
+/* ---------------------------------------------------------------- running the driver */
 
-typedef enum {
-    CL_PASS,
-    CL_WRONG,
-    CL_FORBIDDEN,
-    CL_ERROR,
-    CL_CRASH,
-    CL_TIMEOUT,
-    CL_DEADLOCK,
-    CL_BUILD_ERROR,
-} classification;
-
-const char *class_name(classification c);
-
+/* How the case runner reports (the console, in engine.c): no call back into reports. */
 typedef struct {
-    char *id;         // "np4/allreduce_ring.oop.c1024", or "np4@seed7/..." from a run line
-    char *name;       // the driver's case name
-    char *run_label;  // NULL for the world-size sweep, else the run line's label
-    int np;
-    classification cls;
-    char *detail;     // why it failed, may hold several lines; NULL on pass
-    cJSON *json;      // the driver's result object, or NULL if it never reported one
-    bool whole_run;   // a stand-in for cases a failed run never reached: counts in every group
-} case_result;
-
-typedef struct {
-    case_result *v;
-    int count, cap;
-    int passed;
-} case_list;
+    /* a case is classified; `before` is NULL, or its earlier class when a tampering
+     * found later revises it */
+    void (*on_case)(void *ctx, const case_result *c, const classification *before);
+    void (*on_note)(void *ctx, const char *text);
+    void *ctx;
+} run_reporter;
 
 /* Everything a driver run needs, from the command line and the rubric. */
 typedef struct {
     const rubric *rub;
     const char *driver;
-    strlist mpirun;     // split --mpirun
+    strlist mpirun;        // split --mpirun
     const char *filter, *device, *comm;
     bool test_scale;
-    const char *work_dir;  // where the JSON-lines files go
+    const char *work_dir;  // where each run's channel directory goes
+    char **envp;           // the runs' environment (the engine's, cleaned)
+    child_limits limits;
+    const sandbox *sandbox;  // NULL: the default mode
+    run_reporter report;
 } run_config;
 
-struct console;
-
-/* Run the driver at world size np (label NULL: the sweep with the rubric's args; else an
+/* Run the driver at world size np (extra NULL: the sweep with the rubric's args; else an
  * extra `run` line), restarting after abnormal ends, appending every case to `cases`. */
-void run_world(const run_config *cfg, int np, const rubric_run *extra, case_list *cases,
-               struct console *con);
-void case_list_free(case_list *l);
-/* Does a rubric glob select this case? A glob with '/' matches the id, else the name. */
-bool case_matches(const case_result *c, const char *glob);
-/* A numeric field of the driver's result, if present. */
-bool case_number(const case_result *c, const char *field, double *out);
+void run_world(const run_config *cfg, int np, const rubric_run *extra, case_list *cases);
 
 /* ---------------------------------------------------------------- scoring */
 
 typedef struct {
     const rubric_item *item;
-    double score;  // rounded to 2 decimals
+    double score;         // rounded to 2 decimals
     bool full;
-    char *why;     // one line for the summary table
-    char *output;  // longer text for results.json (failed cases and their reasons)
+    char *why;            // one line for the summary table
+    char *output;         // the failed public cases and their reasons, for results.json
+    char *hidden_output;  // the failed hidden cases (instructor only), or NULL
+    int hidden_failed;
 } item_score;
 
 typedef struct {
     item_score *items;
     int n_items;
-    double score, max_score;  // rounded to 2 decimals
-    char *build_error;        // NULL unless the build failed
+    double score, max_score;   // rounded to 2 decimals
+    const case_result *build;  // the "(build)" stand-in when the build failed, else NULL
 } grade;
 
-/* build_error != NULL: every item scores 0 with that reason. */
-void grade_compute(grade *g, const rubric *r, const case_list *cases, const char *build_error);
+void grade_compute(grade *g, const rubric *r, const case_list *cases, const case_result *build);
 void grade_free(grade *g);
 
 /* ---------------------------------------------------------------- reports */
@@ -252,11 +446,14 @@ void console_init(console *con, bool quiet);
 void console_header(console *con, const char *lab, const char *driver, const int *np, int n_np,
                     int n_extra_runs);
 void console_note(console *con, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void console_case(console *con, const case_result *c);
-void console_build_error(console *con, const char *first_line, const char *full_output);
+void console_case(console *con, const case_result *c, const classification *before);
+void console_build_failure(console *con, const case_result *build, const char *full_output);
 void console_summary(console *con, const grade *g, const char *lab);
 
 /* results.json (Gradescope), junit.xml and cases.json under dir; false on I/O error. */
 bool write_outputs(const char *dir, const char *lab, const grade *g, const case_list *cases);
+/* Create dir and its missing parents without following a symbolic link. NULL when done,
+ * else why not (malloc'd). */
+char *make_out_dir(const char *dir);
 
 #endif

@@ -1,12 +1,18 @@
-/* engine_cases.c - runs a lab driver under mpirun for one world size and turns what it
- * reports into classified cases (the driver protocol is in docs/grader.md).
+/* engine_cases.c - runs a lab driver under mpirun for one world size (or one rubric `run`
+ * line) and gives every case of its plan exactly one classification.
  *
- * The driver appends one JSON object per line to a file: "begin" when a case starts,
- * "result" with the verdict when it ends, "end" after the last case. A case that began
- * but has no result when the run ends abnormally is classified from the run's exit code
- * and its stderr markers (deadlock, crash, timeout), and the driver is started again with
- * --start-after that case, so one bad case never hides the others. */
-#include <fcntl.h>   // defines: open, O_CREAT
+ * The driver's first run announces its plan: the cases the rubric expects. Records arrive
+ * on the run's channel (engine_channel.c) and are checked by engine_protocol.c; a result
+ * classifies its case. When the run ends:
+ *  - tampered (a record the protocol refuses): the run is killed at once; the running case
+ *    (or, between cases, the one whose result the bad record follows, or the next) is
+ *    `tampered`, the other open cases `missing`, and there is no restart;
+ *  - normally (end record, exit 0 or 1): open cases are `missing`;
+ *  - abnormally: the running case takes the run's classification (deadlock, crash, timeout,
+ *    error: classify_end) and the driver is started again with --start-after that case, so
+ *    one bad case never hides the others. A restart must announce exactly the rest of the
+ *    first plan. Three hangs in a row in one driver group give up that group only
+ *    (--skip-group); run-timeout is one budget for the world size over all its restarts. */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,26 +21,18 @@
 #include "engine.h"
 
 #define MAX_RESTARTS 100  // per world size
-/* A program that deadlocks or hangs on every case would cost a watchdog period or a
- * timeout per case; after this many in a row at one world size, the rest is skipped. */
-#define MAX_HANGS_IN_A_ROW 3
+#define HANGS_IN_A_ROW 3  // per driver group at one world size
 #define EXIT_DEADLOCK 86  // the harness watchdog's exit code
 #define EXIT_USAGE 2
 #define EXIT_FATAL 3
+#define CPU_MARGIN_S 60.0        // RLIMIT_CPU = run-timeout + this
+#define EXIT_AFTER_END_S 15.0    // after the end record, the run must exit within this (or timeout)
+#define FILE_SIZE_MAX (1024.0 * 1024 * 1024)
+#define OPEN_FILES_MAX 8192.0
+#define PROCS_BASE 256           // RLIMIT_NPROC above the user's processes: this + per rank
+#define PROCS_PER_RANK 16
 
 /* ---------------------------------------------------------------- the case list */
-
-static char *case_id(int np, const char *label, const char *name)
-{
-    return label ? xasprintf("np%d@%s/%s", np, label, name) : xasprintf("np%d/%s", np, name);
-}
-
-static bool case_known(const case_list *l, const char *id)
-{
-    for (int i = 0; i < l->count; i++)
-        if (!strcmp(l->v[i].id, id)) return true;
-    return false;
-}
 
 bool case_matches(const case_result *c, const char *glob)
 {
@@ -55,6 +53,7 @@ void case_list_free(case_list *l)
     for (int i = 0; i < l->count; i++) {
         free(l->v[i].id);
         free(l->v[i].name);
+        free(l->v[i].group);
         free(l->v[i].run_label);
         free(l->v[i].detail);
         cJSON_Delete(l->v[i].json);
@@ -63,155 +62,199 @@ void case_list_free(case_list *l)
     *l = (case_list){0};
 }
 
-/* ---------------------------------------------------------------- one driver run */
+/* ---------------------------------------------------------------- one world size */
 
 typedef struct {
     const run_config *cfg;
     int np;
     const char *label;
+    bool hidden;
     case_list *cases;
-    console *con;
-    char *pending;    // began, no result yet
-    char *last_done;  // the last case with a result
-    int progress;     // new begins and results in this run
-    int results;      // new results in this run
-    bool saw_end;
-} run_state;
+    case_plan plan;     // the first run's plan: every case here ends with one classification
+    bool have_plan;
+    int *outcome;       // per planned case: its index in `cases`, -1 while open
+    int open;           // planned cases without a classification
+    strlist skipped;    // groups given up after hangs in a row (--skip-group)
+    strlist hang_groups;
+    int *hangs;         // hangs in a row, per hang_groups entry
+    double budget;      // run-timeout seconds left
+    int done, passed;   // for the one line a hidden run prints
+} world;
 
-/* Adds a case unless this id is already known (a driver that ignores --start-after must
- * not count twice). Takes ownership of detail and json. */
-static bool add_case(run_state *s, const char *name, classification cls, char *detail, cJSON *json,
-                     bool whole_run)
+static void note(const world *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(const world *w, const char *fmt, ...)
 {
-    char *id = case_id(s->np, s->label, name);
-    if (case_known(s->cases, id)) {
-        free(id);
-        free(detail);
-        cJSON_Delete(json);
-        return false;
-    }
-    case_list *l = s->cases;
+    if (!w->cfg->report.on_note) return;
+    va_list ap;
+    va_start(ap, fmt);
+    char *text = NULL;
+    if (vasprintf(&text, fmt, ap) < 0) text = NULL;
+    va_end(ap);
+    if (text) w->cfg->report.on_note(w->cfg->report.ctx, text);
+    free(text);
+}
+
+/* "np 4" or "np 4 seed7": how notes name this world size (a hidden run by its label only). */
+static char *world_name(const world *w)
+{
+    return w->label ? xasprintf("np %d %s", w->np, w->label) : xasprintf("np %d", w->np);
+}
+
+static case_result *new_case(world *w, const char *name, const char *group, classification cls, char *detail,
+                             cJSON *json, bool whole_run)
+{
+    case_list *l = w->cases;
     if (l->count == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 64;
         l->v = xrealloc(l->v, (size_t)l->cap * sizeof *l->v);
     }
     case_result *c = &l->v[l->count++];
-    *c = (case_result){.id = id, .name = xstrdup(name), .np = s->np, .cls = cls, .detail = detail,
-                       .json = json, .whole_run = whole_run};
-    c->run_label = s->label ? xstrdup(s->label) : NULL;
+    *c = (case_result){.name = xstrdup(name), .group = group ? xstrdup(group) : NULL, .np = w->np, .cls = cls,
+                       .detail = detail, .json = json, .whole_run = whole_run, .hidden = w->hidden};
+    c->id = w->label ? xasprintf("np%d@%s/%s", w->np, w->label, name) : xasprintf("np%d/%s", w->np, name);
+    c->run_label = w->label ? xstrdup(w->label) : NULL;
     if (cls == CL_PASS) l->passed++;
-    console_case(s->con, c);
+    w->done++;
+    if (cls == CL_PASS) w->passed++;
+    return c;
+}
+
+static void report_case(const world *w, const case_result *c, const classification *before)
+{
+    if (!w->hidden && w->cfg->report.on_case) w->cfg->report.on_case(w->cfg->report.ctx, c, before);
+}
+
+static int *hang_count(world *w, const char *group)
+{
+    for (int i = 0; i < w->hang_groups.count; i++)
+        if (!strcmp(w->hang_groups.items[i], group)) return &w->hangs[i];
+    strlist_push(&w->hang_groups, group);
+    w->hangs = xrealloc(w->hangs, (size_t)w->hang_groups.count * sizeof *w->hangs);
+    w->hangs[w->hang_groups.count - 1] = 0;
+    return &w->hangs[w->hang_groups.count - 1];
+}
+
+/* Classify planned case i (open). Takes detail and json. */
+static void classify(world *w, int i, classification cls, char *detail, cJSON *json)
+{
+    const planned_case *pc = &w->plan.v[i];
+    case_result *c = new_case(w, pc->name, pc->group, cls, detail, json, false);
+    w->outcome[i] = (int)(c - w->cases->v);
+    w->open--;
+    if (cls != CL_DEADLOCK && cls != CL_TIMEOUT) *hang_count(w, pc->group) = 0;
+    report_case(w, c, NULL);
+}
+
+/* Planned case i (classified already) turns out to be something else. Takes detail. */
+static void revise(world *w, int i, classification cls, char *detail)
+{
+    case_result *c = &w->cases->v[w->outcome[i]];
+    classification before = c->cls;
+    if (before == CL_PASS) {
+        w->cases->passed--;
+        w->passed--;
+    }
+    c->cls = cls;
+    free(c->detail);
+    c->detail = detail;
+    report_case(w, c, &before);
+}
+
+/* Every open case (of `group`, or all when NULL) gets cls with the detail. */
+static void classify_open(world *w, const char *group, classification cls, const char *detail)
+{
+    for (int i = 0; i < w->plan.count; i++)
+        if (w->outcome[i] < 0 && (!group || !strcmp(group, w->plan.v[i].group)))
+            classify(w, i, cls, xstrdup(detail), NULL);
+}
+
+/* A stand-in for cases no plan announced: counts as a failed case in every group. */
+static void stand_in(world *w, const char *after, classification cls, char *detail)
+{
+    char *name = after ? xasprintf("(run after %s)", after) : xstrdup("(run)");
+    case_result *c = new_case(w, name, NULL, cls, detail, NULL, true);
+    report_case(w, c, NULL);
+    free(name);
+}
+
+/* ---------------------------------------------------------------- one driver run */
+
+typedef struct {
+    world *w;
+    proto_state proto;
+    channel *chan;
+    case_plan expected;   // a restart: the rest of the first plan it must announce
+    int *expected_index;  // its cases' indices in the first plan
+    bool plan_taken;
+    double due;           // the next valid record is due by then
+    int results;
+} run_state;
+
+/* The index in the first plan of this run's case i. */
+static int first_index(const run_state *s, int i)
+{
+    return s->expected_index ? s->expected_index[i] : i;
+}
+
+static bool on_line(void *ctx, const char *line, size_t len)
+{
+    run_state *s = ctx;
+    world *w = s->w;
+    proto_event ev = proto_feed(&s->proto, line, len);
+    s->chan->line_max = proto_line_max(&s->proto);
+    if (ev == PROTO_TAMPERED) return false;
+    // only a valid record moves the clock; after the end record only the exit is left to do
+    double limit = w->cfg->rub->timeout_s;
+    if (ev == PROTO_END && limit > EXIT_AFTER_END_S) limit = EXIT_AFTER_END_S;
+    s->due = now_seconds() + limit;
+    if (s->proto.stage >= PROTO_CASES && !s->plan_taken) {
+        s->plan_taken = true;
+        if (!w->have_plan) {  // the first plan is what the rubric expects from this world size
+            w->have_plan = true;
+            for (int i = 0; i < s->proto.plan.count; i++)
+                plan_push(&w->plan, s->proto.plan.v[i].name, s->proto.plan.v[i].group);
+            w->outcome = xmalloc((size_t)(w->plan.count ? w->plan.count : 1) * sizeof *w->outcome);
+            for (int i = 0; i < w->plan.count; i++) w->outcome[i] = -1;
+            w->open = w->plan.count;
+        }
+    }
+    if (ev == PROTO_RESULT) {
+        classify(w, first_index(s, s->proto.result_index), s->proto.result_cls, s->proto.result_detail,
+                 s->proto.result_json);
+        s->proto.result_detail = NULL;
+        s->proto.result_json = NULL;
+        s->results++;
+    }
     return true;
 }
 
-static const char *json_string(const cJSON *o, const char *field)
+static double deadline(void *ctx)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, field);
-    return cJSON_IsString(v) && v->valuestring[0] ? v->valuestring : NULL;
+    return ((run_state *)ctx)->due;
 }
 
-/* The driver's own message when it wrote one; otherwise
- * "index 17: expected 3, got 5 (12 of 1024 wrong)" from whichever fields exist. */
-static char *wrong_detail(const cJSON *o)
+/* The rest of the first plan after `start_after`, less the skipped groups. */
+static void rest_of_plan(run_state *s, const world *w, const char *start_after)
 {
-    const char *own = json_string(o, "message");
-    if (own) return xstrdup(own);
-    char buf[1024] = "";
-    size_t n = 0;
-    const cJSON *v;
-#define APPEND(...) n += (size_t)snprintf(buf + n, n < sizeof buf ? sizeof buf - n : 0, __VA_ARGS__)
-    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "first_wrong"))) APPEND("index %.15g", v->valuedouble);
-    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "expected")))
-        APPEND("%sexpected %.9g", n ? ": " : "", v->valuedouble);
-    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "got"))) APPEND("%sgot %.9g", n ? ", " : "", v->valuedouble);
-    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "wrong"))) {
-        APPEND("%s(%.15g", n ? " " : "", v->valuedouble);
-        if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "count"))) APPEND(" of %.15g", v->valuedouble);
-        APPEND(" wrong)");
+    int from = 0;
+    if (start_after)
+        for (int i = 0; i < w->plan.count; i++)
+            if (!strcmp(w->plan.v[i].name, start_after)) from = i + 1;
+    s->expected_index = xmalloc((size_t)(w->plan.count - from + 1) * sizeof *s->expected_index);
+    for (int i = from; i < w->plan.count; i++) {
+        if (strlist_has(&w->skipped, w->plan.v[i].group)) continue;
+        s->expected_index[s->expected.count] = i;
+        plan_push(&s->expected, w->plan.v[i].name, w->plan.v[i].group);
     }
-#undef APPEND
-    return xstrdup(n ? buf : "wrong result");
 }
 
-static void handle_result(run_state *s, cJSON *o)
-{
-    const char *name = json_string(o, "case");
-    if (!name) name = s->pending;
-    if (!name) return;  // a result for no case at all: nothing to attribute it to
-    char *owned_name = xstrdup(name);
-
-    const char *verdict = json_string(o, "verdict");
-    const char *msg = json_string(o, "message");
-    classification cls;
-    char *detail = NULL;
-    if (verdict && !strcmp(verdict, "pass")) {
-        cls = CL_PASS;
-    } else if (verdict && !strcmp(verdict, "wrong")) {
-        cls = CL_WRONG;
-        detail = wrong_detail(o);
-    } else if (verdict && !strcmp(verdict, "forbidden")) {
-        cls = CL_FORBIDDEN;
-        detail = xstrdup(msg ? msg : "called a library collective");
-    } else if (verdict && !strcmp(verdict, "error")) {
-        cls = CL_ERROR;
-        detail = xstrdup(msg ? msg : "the driver reported an error");
-    } else {
-        cls = CL_ERROR;
-        detail = xasprintf("the driver reported an unknown verdict '%s'", verdict ? verdict : "(none)");
-    }
-    if (add_case(s, owned_name, cls, detail, o, false)) {
-        s->progress++;
-        s->results++;
-        free(s->last_done);
-        s->last_done = xstrdup(owned_name);
-    }  // else a duplicate, and add_case freed o
-    if (s->pending && !strcmp(s->pending, owned_name)) {
-        free(s->pending);
-        s->pending = NULL;
-    }
-    free(owned_name);
-}
-
-/* One line of the driver's JSON-lines file. Lines that are not objects are ignored: the
- * file is the driver's, but a student's stray write into it must not stop grading. */
-static void on_json_line(void *ctx, char *line)
-{
-    run_state *s = ctx;
-    clean_text(line);
-    cJSON *o = cJSON_Parse(line);
-    const char *event = cJSON_IsObject(o) ? json_string(o, "event") : NULL;
-    if (event && !strcmp(event, "result")) {
-        handle_result(s, o);  // takes o
-        return;
-    }
-    if (event && !strcmp(event, "begin")) {
-        const char *name = json_string(o, "case");
-        char *id = name ? case_id(s->np, s->label, name) : NULL;
-        if (id && !case_known(s->cases, id)) {
-            free(s->pending);
-            s->pending = xstrdup(name);
-            s->progress++;
-        }
-        free(id);
-    } else if (event && !strcmp(event, "end")) {
-        s->saw_end = true;
-    }
-    cJSON_Delete(o);
-}
-
-/* ---------------------------------------------------------------- abnormal ends */
-
-static char *join_lines(const strlist *l)
-{
-    return strlist_join(l, "\n");
-}
-
-/* Why did the run stop without its "end" line? Markers win over exit codes because mpirun
+/* Why did the run stop without its end record? Markers win over exit codes because mpirun
  * does not always pass the rank's exit code or signal on unchanged. */
-static classification classify_end(const child_run *ch, const rubric *rub, char **detail)
+static classification classify_end(const child_run *ch, const world *w, bool running, char **detail)
 {
+    const rubric *rub = w->cfg->rub;
     if (ch->deadlock_lines.count) {
-        *detail = join_lines(&ch->deadlock_lines);
+        *detail = strlist_join(&ch->deadlock_lines, "\n");
         return CL_DEADLOCK;
     }
     if (ch->exit_code == EXIT_DEADLOCK) {
@@ -219,15 +262,18 @@ static classification classify_end(const child_run *ch, const rubric *rub, char 
         return CL_DEADLOCK;
     }
     if (ch->crash_lines.count) {
-        *detail = join_lines(&ch->crash_lines);
+        *detail = strlist_join(&ch->crash_lines, "\n");
         return CL_CRASH;
     }
     if (ch->timed_out) {
-        *detail = xasprintf("no progress for %g s (rubric timeout); the run was killed", rub->timeout_s);
+        *detail = running ? xasprintf("no result within %g s of its begin (rubric timeout); the run was killed",
+                                      rub->timeout_s)
+                          : xasprintf("the driver sent no record for %g s (rubric timeout); the run was killed",
+                                      rub->timeout_s);
         return CL_TIMEOUT;
     }
     if (ch->hit_cap) {
-        *detail = xasprintf("the run took longer than its overall cap of %g s (rubric run-timeout)",
+        *detail = xasprintf("the world size used up its run-timeout of %g s (over all its restarts)",
                             rub->run_timeout_s);
         return CL_TIMEOUT;
     }
@@ -235,30 +281,20 @@ static classification classify_end(const child_run *ch, const rubric *rub, char 
         *detail = xasprintf("killed by signal %d (%s)", ch->term_signal, strsignal(ch->term_signal));
         return CL_CRASH;
     }
-    char *line = NULL;
-    if (ch->exec_failed) {
-        *detail = capture_last_line(&ch->err);
-        return CL_ERROR;
-    }
-    if (ch->exit_code == EXIT_USAGE) {
-        line = capture_find_line(&ch->err, "error");
-        *detail = xasprintf("driver usage error: %s", line ? line : "(no message)");
-    } else if (ch->exit_code == EXIT_FATAL) {
-        line = capture_last_line(&ch->err);
-        *detail = xasprintf("fatal harness error: %s", line ? line : "(no message)");
-    } else {
-        line = capture_last_line(&ch->err);
+    char *line = capture_reason(&ch->err);
+    if (!line) line = capture_reason(&ch->out);
+    if (ch->exec_failed) *detail = xstrdup(line ? line : "the driver could not be started");
+    else if (ch->exit_code == EXIT_USAGE) *detail = xasprintf("driver usage error: %s", line ? line : "(no message)");
+    else if (ch->exit_code == EXIT_FATAL) *detail = xasprintf("fatal harness error: %s", line ? line : "(no message)");
+    else
         *detail = xasprintf("the driver exited with code %d before finishing its cases%s%s", ch->exit_code,
                             line ? ": " : "", line ? line : "");
-    }
     free(line);
     return CL_ERROR;
 }
 
-/* ---------------------------------------------------------------- one world size */
-
 static void build_argv(strlist *argv, const run_config *cfg, int np, const rubric_run *extra,
-                       const char *json_path, const char *start_after)
+                       const strlist *skipped, const char *start_after)
 {
     char np_text[16];
     snprintf(np_text, sizeof np_text, "%d", np);
@@ -278,8 +314,6 @@ static void build_argv(strlist *argv, const run_config *cfg, int np, const rubri
         strlist_push(argv, np_text);
     }
     strlist_push(argv, cfg->driver);
-    strlist_push(argv, "--json");
-    strlist_push(argv, json_path);
     if (cfg->filter) {
         strlist_push(argv, "--filter");
         strlist_push(argv, cfg->filter);
@@ -287,6 +321,10 @@ static void build_argv(strlist *argv, const run_config *cfg, int np, const rubri
     if (start_after) {
         strlist_push(argv, "--start-after");
         strlist_push(argv, start_after);
+    }
+    for (int i = 0; i < skipped->count; i++) {
+        strlist_push(argv, "--skip-group");
+        strlist_push(argv, skipped->items[i]);
     }
     const rubric *rub = cfg->rub;
     strlist_push_all(argv, cfg->test_scale && rub->have_test_args ? &rub->test_args : &rub->args);
@@ -305,93 +343,210 @@ static void build_argv(strlist *argv, const run_config *cfg, int np, const rubri
     }
 }
 
-void run_world(const run_config *cfg, int np, const rubric_run *extra, case_list *cases, console *con)
+/* The run's environment: the engine's, plus this run's channel. */
+static void build_env(strlist *env, const run_config *cfg, const channel *ch)
 {
-    const char *label = extra ? extra->label : NULL;
-    char *start_after = NULL;
-    int hangs_in_a_row = 0;
-    for (int restarts = 0;; restarts++) {
-        char *json_path = xasprintf("%s/np%d%s%s.%d.jsonl", cfg->work_dir, np, label ? "-" : "",
-                                    label ? label : "", restarts);
-        int fd = open(json_path, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
-        if (fd < 0) {
-            perror(json_path);
-            exit(3);
-        }
-        close(fd);
+    for (char **e = cfg->envp; e && *e; e++) strlist_push(env, *e);
+    char *sock = xasprintf("PL_RESULTS_SOCK=%s", ch->path), *key = xasprintf("PL_RESULTS_KEY=%s", ch->key);
+    strlist_push(env, sock);
+    strlist_push(env, key);
+    free(sock);
+    free(key);
+}
 
-        strlist argv = {0};
-        build_argv(&argv, cfg, np, extra, json_path, start_after);
-        if (restarts == 0) {
+/* After a tampering: the running case is `tampered`; between cases, a stray result makes
+ * the result before it suspect (a forger's pass, answered by the driver's own record), so
+ * that case is revised to `tampered`; anything else makes the next open case `tampered`.
+ * The other open cases are `missing`. */
+static void classify_tampering(world *w, run_state *s, const char *start_after)
+{
+    char *why = xasprintf("the run's records cannot be trusted: %s", s->proto.tamper);
+    if (!w->have_plan) {
+        stand_in(w, start_after, CL_TAMPERED, why);
+        return;
+    }
+    int target = -1;
+    bool done = false;  // the target has a classification already
+    if (s->proto.pending >= 0) {
+        target = first_index(s, s->proto.pending);
+    } else if (s->proto.stray_result && s->proto.last_result >= 0) {
+        target = first_index(s, s->proto.last_result);
+        done = true;
+    } else {
+        for (int i = 0; i < w->plan.count && target < 0; i++)
+            if (w->outcome[i] < 0) target = i;
+    }
+    if (target >= 0 && done) {
+        revise(w, target, CL_TAMPERED, why);
+    } else if (target >= 0) {
+        classify(w, target, CL_TAMPERED, why, NULL);
+    } else {
+        stand_in(w, start_after, CL_TAMPERED, why);
+    }
+    classify_open(w, NULL, CL_MISSING, "not run: the run was stopped for tampering");
+}
+
+/* After a hang of case i: three in a row in its group give up the group at this size. */
+static void count_hang(world *w, int i, classification cls)
+{
+    const char *group = w->plan.v[i].group;
+    int *hangs = hang_count(w, group);
+    if (++*hangs < HANGS_IN_A_ROW) return;
+    const char *what = cls == CL_DEADLOCK ? "deadlock" : "timeout";
+    char *detail = xasprintf("skipped: %d cases of group %s in a row ended in a %s", *hangs, group, what);
+    char *name = world_name(w);
+    if (!w->hidden) note(w, "  %s: %d %ss in a row in group %s, skipping its other cases", name, *hangs, what, group);
+    free(name);
+    classify_open(w, group, cls, detail);
+    free(detail);
+    strlist_push(&w->skipped, group);
+}
+
+/* What the end of a run says about its records, beyond what the protocol saw. */
+static void judge_finish(run_state *s, const channel *chan, const child_run *ch)
+{
+    proto_state *p = &s->proto;
+    bool ended = !ch->timed_out && !ch->hit_cap && !ch->interrupted && !ch->term_signal && !ch->distrusted;
+    if (p->tamper || !ended) return;
+    // connected and then silent: the first record must be the hello, and it never came
+    if (chan->accepted && p->stage == PROTO_HELLO) p->tamper = xstrdup("the driver connected but sent no hello record");
+    // a driver exits 0 when every case passed and 1 otherwise; the other code after an
+    // end record means the records did not come from the driver's own finish
+    if (p->stage == PROTO_DONE && (ch->exit_code == 0 || ch->exit_code == 1) && ch->exit_code != (p->failed ? 1 : 0)) {
+        p->tamper = xasprintf("the run exited with code %d after an end record with %d failed case(s)", ch->exit_code,
+                              p->failed);
+        p->stray_result = true;  // the records before the end are the suspects
+    }
+}
+
+/* Classify what the run left open; returns where a restart picks up (malloc'd), or NULL
+ * when this world size is done. */
+static char *after_run(world *w, run_state *s, const child_run *ch, const char *start_after, int restarts)
+{
+    const proto_state *p = &s->proto;
+    char *wname = world_name(w), *next = NULL, *detail = NULL;
+    bool running = p->pending >= 0;
+    if (ch->distrusted || p->tamper) {
+        classify_tampering(w, s, start_after);
+        if (!w->hidden) note(w, "  %s: the run was stopped for tampering; no restart", wname);
+    } else if (ch->interrupted) {
+        // Ctrl-C: nothing more is classified
+    } else if (p->stage == PROTO_DONE) {
+        if (ch->timed_out || ch->hit_cap || ch->term_signal || (ch->exit_code != 0 && ch->exit_code != 1)) {
+            // the shutdown went wrong: the run's last case is not trusted to be done either
+            // (a forger who wrote the end record itself cannot let the driver finish)
+            classification cls = classify_end(ch, w, false, &detail);
+            detail[strcspn(detail, "\n")] = '\0';
+            note(w, "note: %s ended abnormally after its end record: %s", wname, detail);
+            if (p->last_result >= 0)
+                revise(w, first_index(s, p->last_result), cls, xasprintf("after the run's end record: %s", detail));
+        }
+        classify_open(w, NULL, CL_MISSING, "the driver ended without running this case");
+    } else {
+        classification cls = classify_end(ch, w, running, &detail);
+        if (!w->have_plan) {
+            stand_in(w, start_after, cls, detail);  // the cases it would have run are unknown
+            detail = NULL;
+        } else if (ch->hit_cap) {
+            if (running) classify(w, first_index(s, p->pending), cls, detail, NULL);
+            else free(detail);
+            detail = NULL;
+            classify_open(w, NULL, CL_TIMEOUT, "not run: the world size used up its run-timeout");
+        } else if (running) {
+            int i = first_index(s, p->pending);
+            next = xstrdup(w->plan.v[i].name);
+            classify(w, i, cls, detail, NULL);
+            detail = NULL;
+            if (cls == CL_DEADLOCK || cls == CL_TIMEOUT) count_hang(w, i, cls);
+        } else if (s->results) {
+            next = xstrdup(w->plan.v[first_index(s, p->last_result)].name);
+            detail[strcspn(detail, "\n")] = '\0';
+            if (!w->hidden) note(w, "note: %s stopped between cases: %s", wname, detail);
+        } else {
+            // no case began and none finished: a restart would do the same again
+            char *why = xasprintf("not run: the %s ended before its first case: %s", restarts ? "restart" : "run",
+                                  detail);
+            why[strcspn(why, "\n")] = '\0';
+            classify_open(w, NULL, cls, why);
+            free(why);
+        }
+    }
+    free(detail);
+    if (next && (!w->open || restarts + 1 > MAX_RESTARTS || w->budget <= 0)) {
+        if (w->open && restarts + 1 > MAX_RESTARTS) {
+            char *why = xasprintf("not run: the driver was restarted %d times at this world size", MAX_RESTARTS);
+            classify_open(w, NULL, CL_ERROR, why);
+            free(why);
+        } else if (w->open) {
+            classify_open(w, NULL, CL_TIMEOUT, "not run: the world size used up its run-timeout");
+        }
+        free(next);
+        next = NULL;
+    }
+    if (next && !w->hidden) note(w, "  restarting %s after %s (restart %d)", wname, next, restarts + 1);
+    free(wname);
+    return next;
+}
+
+void run_world(const run_config *cfg, int np, const rubric_run *extra, case_list *cases)
+{
+    static int serial;  // channel directories are never reused within one engine run
+    world w = {.cfg = cfg, .np = np, .label = extra ? extra->label : NULL, .hidden = extra && extra->hidden,
+               .cases = cases, .budget = cfg->rub->run_timeout_s};
+    const sandbox *sb = cfg->sandbox;
+    char *start_after = NULL;
+    char *wname = world_name(&w);
+    for (int restarts = 0;; restarts++) {
+        channel chan;
+        channel_open(&chan, cfg->work_dir, ++serial, sb && sb->drop_root ? SANDBOX_UID : (uid_t)-1);
+        strlist argv = {0}, env = {0}, full = {0};
+        build_argv(&argv, cfg, np, extra, &w.skipped, start_after);
+        build_env(&env, cfg, &chan);
+        if (restarts == 0 && !w.hidden) {  // a hidden run's command line holds its seeds
             char *cmd = strlist_join(&argv, " ");
-            console_note(con, "np %d%s%s: %s", np, label ? " " : "", label ? label : "", cmd);
+            note(&w, "%s: %s%s", wname, cmd, sb ? " (in the sandbox)" : "");
             free(cmd);
         }
-        run_state s = {.cfg = cfg, .np = np, .label = label, .cases = cases, .con = con};
-        child_run ch = {.argv = argv.items, .json_path = json_path, .on_line = on_json_line, .ctx = &s,
-                        .no_progress_s = cfg->rub->timeout_s, .total_s = cfg->rub->run_timeout_s};
+        child_limits lim = cfg->limits;
+        lim.cpu_s = w.budget + CPU_MARGIN_S;
+        lim.fsize_bytes = FILE_SIZE_MAX;
+        lim.nofile = OPEN_FILES_MAX;
+        if (sb)  // above what the run's user has already: RLIMIT_NPROC counts them all
+            lim.nproc = processes_of_user(sb->drop_root ? SANDBOX_UID : getuid()) + PROCS_BASE + PROCS_PER_RANK * np;
+        if (sb) sandbox_argv(&full, sb, chan.dir, argv.items);
+
+        run_state s = {.w = &w, .chan = &chan, .due = now_seconds() + cfg->rub->timeout_s};
+        if (w.have_plan) rest_of_plan(&s, &w, start_after);
+        proto_init(&s.proto, chan.key, cfg->rub->lab, np, w.have_plan ? &s.expected : NULL);
+        chan.line_max = proto_line_max(&s.proto);
+        child_run ch = {.argv = sb ? full.items : argv.items, .envp = env.items, .limits = &lim,
+                        .drop_root = sb && sb->drop_root, .chan = &chan, .on_line = on_line,
+                        .deadline = deadline, .ctx = &s, .total_s = w.budget};
         child_run_exec(&ch);
+        w.budget -= ch.wall_s;
+        int killed = contain_kill_descendants();  // before anything is decided or written
+        if (killed) note(&w, "note: %s: killed %d leftover process(es) after the run", wname, killed);
+        judge_finish(&s, &chan, &ch);
+        char *next = after_run(&w, &s, &ch, start_after, restarts);
 
-        bool normal = s.saw_end && !ch.timed_out && !ch.hit_cap && !ch.term_signal &&
-                      (ch.exit_code == 0 || ch.exit_code == 1);
-        char *next = NULL;  // where a restart picks up
-        if (!normal && !ch.interrupted) {
-            char *detail;
-            classification cls = classify_end(&ch, cfg->rub, &detail);
-            if (s.saw_end) {
-                // every case reported; the trouble came after (e.g. in MPI_Finalize)
-                char *first = xstrdup(detail);
-                first[strcspn(first, "\n")] = '\0';
-                console_note(con, "note: np %d ended abnormally after its last case: %s", np, first);
-                free(first);
-                free(detail);
-            } else if (s.pending) {
-                next = xstrdup(s.pending);
-                add_case(&s, s.pending, cls, detail, NULL, false);
-                bool hang = cls == CL_DEADLOCK || cls == CL_TIMEOUT;
-                hangs_in_a_row = !hang ? 0 : s.results ? 1 : hangs_in_a_row + 1;
-                if (hangs_in_a_row >= MAX_HANGS_IN_A_ROW) {
-                    char *name = xasprintf("(rest of np %d after %s)", np, next);
-                    add_case(&s, name, cls,
-                             xasprintf("skipped: %d cases in a row ended in a %s", hangs_in_a_row,
-                                       cls == CL_DEADLOCK ? "deadlock" : "timeout"),
-                             NULL, true);
-                    console_note(con, "  np %d: %d %ss in a row, skipping the rest of this world size", np,
-                                 hangs_in_a_row, cls == CL_DEADLOCK ? "deadlock" : "timeout");
-                    free(name);
-                    free(next);
-                    next = NULL;
-                }
-            } else if (s.progress) {
-                next = xstrdup(s.last_done);
-                console_note(con, "note: np %d stopped between cases: %s", np, detail);
-                free(detail);
-            } else {
-                // no case began: the cases this run would have reached are unknown
-                char *name = start_after ? xasprintf("(run after %s)", start_after) : xstrdup("(run)");
-                add_case(&s, name, cls, detail, NULL, true);
-                free(name);
-            }
-        }
-        if (next && restarts + 1 > MAX_RESTARTS) {
-            char *name = xasprintf("(run after %s)", next);
-            add_case(&s, name, CL_ERROR, xasprintf("stopped after %d restarts at this world size", MAX_RESTARTS),
-                     NULL, true);
-            free(name);
-            free(next);
-            next = NULL;
-        }
-        if (next) console_note(con, "  restarting np %d after %s (restart %d)", np, next, restarts + 1);
-
-        free(s.pending);
-        free(s.last_done);
+        proto_free(&s.proto);
+        plan_free(&s.expected);
+        free(s.expected_index);
         child_run_free(&ch);
+        channel_close(&chan);
         strlist_free(&argv);
-        unlink(json_path);
-        free(json_path);
+        strlist_free(&env);
+        strlist_free(&full);
         free(start_after);
         start_after = next;
         if (!next || engine_interrupted) break;
     }
+    if (w.hidden) note(&w, "hidden run %s at np %d: %d cases, %d passed", w.label, np, w.done, w.passed);
     free(start_after);
+    free(wname);
+    plan_free(&w.plan);
+    free(w.outcome);
+    strlist_free(&w.skipped);
+    strlist_free(&w.hang_groups);
+    free(w.hangs);
 }

@@ -1,13 +1,19 @@
 /* engine_child.c - runs one child (a build command or mpirun) so that nothing it does can
  * hang or crash the engine:
- *  - it gets its own session (setsid), so a timeout kills mpirun AND every rank it started
- *    with one kill(-pgid): SIGTERM first, SIGKILL 2 s later;
+ *  - it gets its own session (setsid), so a kill(-pgid) reaches mpirun and whatever shares
+ *    its group: SIGTERM first, SIGKILL 2 s later (at once when the run is distrusted); what
+ *    escapes the group (Open MPI gives each rank its own) is the caller's to kill, through
+ *    contain_kill_descendants();
+ *  - resource limits, and for a sandboxed run the switch to uid 65534, happen in the child
+ *    between fork and exec;
  *  - stdout and stderr are read through non-blocking pipes with poll(); only the first and
  *    the last 32 KiB of each are kept, so megabytes of garbage cost no memory;
  *  - every line of both streams is scanned for the watchdog and crash markers while it
- *    streams past, so a marker is seen even when it falls in the discarded middle;
- *  - the driver's JSON-lines file is read as it grows, and every new line counts as
- *    progress: the per-case timeout is "no new line for N seconds". */
+ *    streams past, so a marker is seen even when it falls in the discarded middle; the
+ *    streams never decide a verdict or extend a deadline;
+ *  - the results channel is polled with the pipes; its lines go to the caller's on_line,
+ *    and the caller's deadline (the next valid record is due by then) is the only clock
+ *    besides the overall cap. */
 #include <errno.h>
 #include <fcntl.h>     // defines: open, fcntl, O_NONBLOCK, O_CLOEXEC
 #include <poll.h>      // defines: poll
@@ -25,7 +31,6 @@ volatile int engine_interrupted;
 #define KILL_GRACE_S 2.0       // SIGTERM, then SIGKILL this much later
 #define DRAIN_AFTER_EXIT_S 1.0 // how long leftover grandchildren may keep the pipes open
 #define READ_BUDGET (1 << 20)  // bytes per stream per poll round, so no stream starves others
-#define JSON_LINE_MAX (1 << 20)
 
 /* ---------------------------------------------------------------- capture */
 
@@ -84,37 +89,64 @@ static char *line_copy(const char *b, const char *e)
     return s;
 }
 
-char *capture_last_line(const capture *c)
+/* Calls fn for every line of the capture (cleaned) until it returns true; returns that line. */
+static char *find_line(const capture *c, bool last, bool (*fn)(const char *line, const void *arg), const void *arg)
 {
     char *text = capture_text(c);
     char *found = NULL;
-    char *end = text + strlen(text);
-    while (end > text && !found) {
-        char *b = end;
-        while (b > text && b[-1] != '\n') b--;
-        char *line = line_copy(b, end);
-        if (strspn(line, " \t?") < strlen(line)) found = line;  // not blank
-        else free(line);
-        end = b > text ? b - 1 : text;
+    for (char *b = text; *b;) {
+        char *e = strchr(b, '\n');
+        if (!e) e = b + strlen(b);
+        char *line = line_copy(b, e);
+        if (fn(line, arg)) {
+            free(found);
+            found = line;
+            if (!last) break;
+        } else {
+            free(line);
+        }
+        b = *e ? e + 1 : e;
     }
     free(text);
     return found;
 }
 
+static bool mentions_error(const char *line, const void *arg)
+{
+    (void)arg;
+    return !banner_line(line) && strcasestr(line, "error") != NULL;
+}
+
+static bool not_banner(const char *line, const void *arg)
+{
+    (void)arg;
+    return !banner_line(line) && strspn(line, " \t?") < strlen(line);
+}
+
+static bool contains(const char *line, const void *needle)
+{
+    return strstr(line, needle) != NULL;
+}
+
+static bool starts_with(const char *line, const void *prefix)
+{
+    return !strncmp(line, prefix, strlen(prefix));
+}
+
+char *capture_reason(const capture *c)
+{
+    char *line = find_line(c, true, mentions_error, NULL);
+    return line ? line : find_line(c, true, not_banner, NULL);
+}
+
 char *capture_find_line(const capture *c, const char *needle)
 {
-    char *text = capture_text(c);
-    char *found = NULL;
-    for (char *b = text; *b && !found;) {
-        char *e = strchr(b, '\n');
-        if (!e) e = b + strlen(b);
-        char *line = line_copy(b, e);
-        if (strstr(line, needle)) found = line;
-        else free(line);
-        b = *e ? e + 1 : e;
-    }
-    free(text);
-    return found;
+    return find_line(c, false, contains, needle);
+}
+
+char *capture_line_starting(const capture *c, const char *prefix)
+{
+    return find_line(c, false, starts_with, prefix);
 }
 
 /* ---------------------------------------------------------------- markers */
@@ -156,49 +188,6 @@ static void scanner_feed(child_run *r, line_scanner *s, const char *p, size_t n)
     }
 }
 
-/* ---------------------------------------------------------------- the JSON-lines file */
-
-typedef struct {
-    int fd;
-    char *buf;
-    size_t len, cap;
-    bool skipping;  // inside a line longer than JSON_LINE_MAX: drop until its newline
-} json_reader;
-
-/* Read what the driver appended since last time; returns the number of complete lines. */
-static int json_drain(json_reader *j, child_run *r)
-{
-    int lines = 0;
-    if (j->fd < 0) return 0;
-    for (;;) {
-        if (j->cap - j->len < 65536) {
-            j->cap = j->cap ? 2 * j->cap : 131072;
-            j->buf = xrealloc(j->buf, j->cap);
-        }
-        ssize_t got = read(j->fd, j->buf + j->len, j->cap - j->len - 1);
-        if (got <= 0) break;  // end of what is written so far (a regular file never blocks)
-        j->len += (size_t)got;
-        size_t start = 0;
-        for (size_t i = j->len - (size_t)got; i < j->len; i++) {
-            if (j->buf[i] != '\n') continue;
-            j->buf[i] = '\0';
-            if (!j->skipping && i > start) {
-                lines++;
-                if (r->on_line) r->on_line(r->ctx, j->buf + start);
-            }
-            j->skipping = false;
-            start = i + 1;
-        }
-        memmove(j->buf, j->buf + start, j->len - start);
-        j->len -= start;
-        if (j->len > JSON_LINE_MAX) {
-            j->len = 0;
-            j->skipping = true;
-        }
-    }
-    return lines;
-}
-
 /* ---------------------------------------------------------------- running */
 
 typedef struct {
@@ -226,46 +215,68 @@ static void stream_read(child_run *r, stream *s, bool scan)
     }
 }
 
+/* What the child reports back when it cannot run the program. */
+typedef struct {
+    int stage;  // 0: limits or dropping root, 1: exec
+    int err;
+} exec_report;
+
 static void child_exec(child_run *r, int out_w, int err_w, int report_w)
 {
-    setsid();  // own session and process group: one kill(-pid) reaches every rank
+    setsid();  // own session and process group: one kill(-pid) reaches mpirun's group
     signal(SIGPIPE, SIG_DFL);  // the engine ignores it; an ignored signal survives exec
-    int devnull = open("/dev/null", O_RDONLY);
+    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (devnull >= 0) dup2(devnull, STDIN_FILENO);
     dup2(out_w, STDOUT_FILENO);
     dup2(err_w, STDERR_FILENO);
-    execvp(r->argv[0], r->argv);
-    int e = errno;
-    if (write(report_w, &e, sizeof e) < 0) { /* nothing more we can do */ }
+    exec_report rep = {0, 0};
+    if (!contain_child_setup(r->limits, r->drop_root)) {
+        rep.err = errno;
+    } else {
+        rep.stage = 1;
+        if (r->envp) execvpe(r->argv[0], r->argv, r->envp);
+        else execvp(r->argv[0], r->argv);
+        rep.err = errno;
+    }
+    if (write(report_w, &rep, sizeof rep) < 0) { /* nothing more we can do */ }
     _exit(127);
+}
+
+/* Start killing the child's process group: SIGTERM now and SIGKILL after a grace period,
+ * or SIGKILL at once. */
+static void start_kill(pid_t pid, bool at_once, bool *killing, bool *hard_killed, double *kill_at)
+{
+    if (*killing && (*hard_killed || !at_once)) return;
+    *killing = true;
+    *kill_at = now_seconds();
+    if (at_once) *hard_killed = true;
+    kill(-pid, at_once ? SIGKILL : SIGTERM);
 }
 
 void child_run_exec(child_run *r)
 {
     int out_pipe[2], err_pipe[2], report[2];
-    if (pipe2(out_pipe, O_CLOEXEC) || pipe2(err_pipe, O_CLOEXEC) || pipe2(report, O_CLOEXEC)) {
-        perror("pl-grade: pipe");
-        exit(3);
-    }
+    if (pipe2(out_pipe, O_CLOEXEC) || pipe2(err_pipe, O_CLOEXEC) || pipe2(report, O_CLOEXEC))
+        die_engine("pipe: %s", strerror(errno));
+    fflush(NULL);  // nothing buffered may be written twice
     double t0 = now_seconds();
     pid_t pid = fork();
-    if (pid < 0) {
-        perror("pl-grade: fork");
-        exit(3);
-    }
+    if (pid < 0) die_engine("fork: %s", strerror(errno));
     if (pid == 0) child_exec(r, out_pipe[1], r->merge_stderr ? out_pipe[1] : err_pipe[1], report[1]);
 
     close(out_pipe[1]);
     close(err_pipe[1]);
     close(report[1]);
-    int exec_errno = 0;
-    if (read(report[0], &exec_errno, sizeof exec_errno) == (ssize_t)sizeof exec_errno) r->exec_failed = true;
-    close(report[0]);
-    if (r->exec_failed) {
-        char *msg = xasprintf("cannot run %s: %s\n", r->argv[0], strerror(exec_errno));
+    exec_report rep;
+    if (read(report[0], &rep, sizeof rep) == (ssize_t)sizeof rep) {
+        r->exec_failed = true;
+        char *msg = rep.stage ? xasprintf("cannot run %s: %s\n", r->argv[0], strerror(rep.err))
+                              : xasprintf("cannot set the run's limits%s: %s\n",
+                                          r->drop_root ? " or switch to uid 65534" : "", strerror(rep.err));
         capture_feed(&r->err, msg, strlen(msg));
         free(msg);
     }
+    close(report[0]);
 
     stream streams[2] = {{out_pipe[0], &r->out, &r->scan_out}, {err_pipe[0], &r->err, &r->scan_err}};
     if (r->merge_stderr) {
@@ -274,52 +285,55 @@ void child_run_exec(child_run *r)
     }
     for (int i = 0; i < 2; i++)
         if (streams[i].fd >= 0) fcntl(streams[i].fd, F_SETFL, O_NONBLOCK);
-    json_reader json = {.fd = r->json_path ? open(r->json_path, O_RDONLY | O_CLOEXEC) : -1};
 
-    double last_progress = t0, kill_at = 0, reaped_at = 0;
+    channel *ch = r->chan;
+    double kill_at = 0, reaped_at = 0;
     bool killing = false, hard_killed = false, reaped = false;
     for (;;) {
-        struct pollfd fds[2] = {{streams[0].fd, POLLIN, 0}, {streams[1].fd, POLLIN, 0}};
-        poll(fds, 2, POLL_MS);  // negative fds are ignored; EINTR just means look again
+        struct pollfd fds[4] = {{streams[0].fd, POLLIN, 0}, {streams[1].fd, POLLIN, 0},
+                                {ch ? ch->listen_fd : -1, POLLIN, 0}, {ch ? ch->conn_fd : -1, POLLIN, 0}};
+        poll(fds, 4, POLL_MS);  // negative fds are ignored; EINTR just means look again
         for (int i = 0; i < 2; i++) stream_read(r, &streams[i], !killing);
-        if (json_drain(&json, r)) last_progress = now_seconds();
+        if (ch && !r->distrusted) {
+            channel_accept(ch);
+            if (!channel_read(ch, READ_BUDGET, r->on_line, r->ctx)) {
+                r->distrusted = true;
+                start_kill(pid, true, &killing, &hard_killed, &kill_at);
+            }
+        }
 
+        // the engine is a subreaper: orphans of the run are reaped here as they die
         double now = now_seconds();
-        if (!reaped) {
-            int status;
-            if (waitpid(pid, &status, WNOHANG) == pid) {
-                reaped = true;
-                reaped_at = now;
-                if (WIFEXITED(status)) {
-                    r->exit_code = WEXITSTATUS(status);
-                } else {
-                    r->exit_code = -1;
-                    r->term_signal = WTERMSIG(status);
-                }
+        int status;
+        pid_t w;
+        while ((w = waitpid(-1, &status, WNOHANG)) > 0) {
+            if (w != pid) continue;
+            reaped = true;
+            reaped_at = now;
+            if (WIFEXITED(status)) {
+                r->exit_code = WEXITSTATUS(status);
+            } else {
+                r->exit_code = -1;
+                r->term_signal = WTERMSIG(status);
             }
         }
         if (reaped) {
             bool open_pipes = streams[0].fd >= 0 || streams[1].fd >= 0;
             if (!open_pipes) break;
             if (now - reaped_at > DRAIN_AFTER_EXIT_S) {
-                // grandchildren still hold the pipes; the group id stays valid while they live
-                kill(-pid, SIGKILL);
+                kill(-pid, SIGKILL);  // grandchildren in the group still hold the pipes
                 break;
             }
             continue;
         }
         if (!killing) {
-            if (r->no_progress_s > 0 && now - last_progress > r->no_progress_s) r->timed_out = true;
+            double due = r->deadline ? r->deadline(r->ctx) : 0;
+            if (due > 0 && now > due) r->timed_out = true;
             else if (r->total_s > 0 && now - t0 > r->total_s) r->hit_cap = true;
             else if (engine_interrupted) r->interrupted = true;
-            if (r->timed_out || r->hit_cap || r->interrupted) {
-                killing = true;
-                kill_at = now;
-                kill(-pid, SIGTERM);
-            }
+            if (r->timed_out || r->hit_cap || r->interrupted) start_kill(pid, false, &killing, &hard_killed, &kill_at);
         } else if (!hard_killed && now - kill_at > KILL_GRACE_S) {
-            hard_killed = true;
-            kill(-pid, SIGKILL);
+            start_kill(pid, true, &killing, &hard_killed, &kill_at);
         }
     }
     for (int i = 0; i < 2; i++)
@@ -333,9 +347,9 @@ void child_run_exec(child_run *r)
         }
         scanners[i]->len = 0;
     }
-    json_drain(&json, r);  // lines written just before the exit
-    if (json.fd >= 0) close(json.fd);
-    free(json.buf);
+    // records written just before the exit are still in the socket
+    if (ch && !r->distrusted && !channel_read(ch, PLAN_LINE_MAX + READ_BUDGET, r->on_line, r->ctx))
+        r->distrusted = true;
     r->wall_s = now_seconds() - t0;
 }
 

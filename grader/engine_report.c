@@ -1,6 +1,11 @@
 /* engine_report.c - what people read on the terminal: a header, one line per case as it
  * finishes (with a running pass count), then a summary table per rubric item and the
- * final `score: X / Y` line. Colours only on a terminal and only without NO_COLOR. */
+ * final `score: X / Y` line. Colours only on a terminal and only without NO_COLOR.
+ *
+ * Text that came from a student's program (driver messages, stderr lines, compiler
+ * output) is cleaned before it gets here and is only ever printed indented or after a
+ * label, one line at a time: nothing a student writes can start a line at column 0, so no
+ * forged `score:` line can appear. Cases of hidden runs are never printed one by one. */
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +37,8 @@ const char *class_name(classification c)
     case CL_CRASH: return "crash";
     case CL_TIMEOUT: return "timeout";
     case CL_DEADLOCK: return "deadlock";
+    case CL_TAMPERED: return "tampered";
+    case CL_MISSING: return "missing";
     case CL_BUILD_ERROR: return "build error";
     }
     return "?";
@@ -58,11 +65,14 @@ void console_note(console *con, const char *fmt, ...)
     if (con->quiet) return;
     va_list ap;
     va_start(ap, fmt);
-    fputs(paint(con, DIM), stdout);
-    vprintf(fmt, ap);
-    fputs(paint(con, RESET), stdout);
-    putchar('\n');
+    char *text = NULL;
+    if (vasprintf(&text, fmt, ap) < 0) text = NULL;
     va_end(ap);
+    if (!text) return;
+    for (char *p = text; *p; p++)  // one line, whatever a quoted reason held
+        if (*p == '\n' || *p == '\r') *p = ' ';
+    printf("%s%s%s\n", paint(con, DIM), text, paint(con, RESET));
+    free(text);
     fflush(stdout);
 }
 
@@ -80,35 +90,39 @@ static void pass_info(const case_result *c, char *buf, size_t size)
     }
 }
 
-/* Lines of a detail text, each indented under the case line. */
+/* Lines of a detail text, each indented under the case line (a carriage return would move
+ * back to column 0, so it ends a line too). */
 static void print_detail(const char *detail)
 {
     const char *p = detail;
     while (*p) {
-        size_t n = strcspn(p, "\n");
+        size_t n = strcspn(p, "\n\r");
         printf(DETAIL_INDENT "%.*s\n", (int)n, p);
         p += n;
         if (*p) p++;
     }
 }
 
-void console_case(console *con, const case_result *c)
+void console_case(console *con, const case_result *c, const classification *before)
 {
-    con->done++;
+    if (!before) con->done++;
+    else if (*before == CL_PASS) con->passed--;
     if (c->cls == CL_PASS) con->passed++;
     if (con->quiet && c->cls == CL_PASS) return;
 
     char info[128] = "";
     if (c->cls == CL_PASS) pass_info(c, info, sizeof info);
-    printf("  %s%-11s%s %-*s %s%s[%d/%d passed]\n", paint(con, c->cls == CL_PASS ? GREEN : RED), class_name(c->cls),
-           paint(con, RESET), con->id_width, c->id, info, info[0] ? "   " : "", con->passed, con->done);
+    printf("  %s%-11s%s %-*s %s%s[%d/%d passed]%s\n", paint(con, c->cls == CL_PASS ? GREEN : RED),
+           class_name(c->cls), paint(con, RESET), con->id_width, c->id, info, info[0] ? "   " : "", con->passed,
+           con->done, before ? " (revised)" : "");
     if (c->detail) print_detail(c->detail);
     fflush(stdout);
 }
 
-void console_build_error(console *con, const char *first_line, const char *full_output)
+void console_build_failure(console *con, const case_result *build, const char *full_output)
 {
-    printf("  %sbuild error%s %s\n", paint(con, RED), paint(con, RESET), first_line);
+    printf("  %s%s%s %s\n", paint(con, RED), build->cls == CL_FORBIDDEN ? "forbidden at build" : "build error",
+           paint(con, RESET), build->detail);
     if (!con->quiet && full_output && full_output[0]) {
         // the end of the compiler's output is where the context for its first error usually is
         const char *p = full_output + strlen(full_output);
@@ -131,7 +145,7 @@ void console_summary(console *con, const grade *g, const char *lab)
         if (n > name_width) name_width = n;
     }
     printf("\n%ssummary for lab %s%s", paint(con, BOLD), lab, paint(con, RESET));
-    if (!g->build_error) printf(" (%d/%d cases passed)", con->passed, con->done);
+    if (!g->build) printf(" (%d/%d cases passed)", con->passed, con->done);
     printf("\n");
     for (int i = 0; i < g->n_items; i++) {
         const item_score *s = &g->items[i];

@@ -4,11 +4,15 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>  // defines: fstat, S_ISREG
 
 #include "engine.h"
 
 #define DEFAULT_TIMEOUT_S 60.0
 #define DEFAULT_RUN_TIMEOUT_S 1800.0
+#define DEFAULT_BUILD_TIMEOUT_S 600.0
+#define DEFAULT_MEMORY_LIMIT (8.0 * 1024 * 1024 * 1024)  // per process; Open MPI and OpenBLAS start well below
+#define MEMORY_LIMIT_MIN (64.0 * 1024 * 1024)
 
 /* Where a directive came from, for error messages. */
 typedef struct {
@@ -38,9 +42,19 @@ static double positive_seconds(origin at, const char *key, const char *word, boo
 static int world_size(origin at, const char *word)
 {
     double v;
-    if (!parse_number(word, &v) || v < 1 || v > 100000 || v != (int)v)
-        fail(at, "'%s' is not a world size (a positive integer)", word);
+    if (!parse_number(word, &v) || v < 1 || v > WORLD_SIZE_MAX || v != (int)v)
+        fail(at, "'%s' is not a world size (an integer from 1 to %d)", word, WORLD_SIZE_MAX);
     return (int)v;
+}
+
+/* Points: finite (parse_number refuses inf and nan), not negative, at most POINTS_ITEM_MAX,
+ * so that no sum of them can overflow into a negative score. */
+static double points(origin at, const char *kind, const char *name, const char *word)
+{
+    double v;
+    if (!parse_number(word, &v) || v < 0 || v > POINTS_ITEM_MAX)
+        fail(at, "%s %s: points must be a number from 0 to %g, not '%s'", kind, name, POINTS_ITEM_MAX, word);
+    return v;
 }
 
 static void add_item(rubric *r, rubric_item item)
@@ -54,20 +68,17 @@ static void parse_group(rubric *r, origin at, strlist *w, bool hidden)
 {
     if (w->count < 4) fail(at, "usage: group NAME POINTS GLOB [GLOB...]");
     rubric_item item = {.kind = ITEM_GROUP, .name = xstrdup(w->items[1]), .hidden = hidden};
-    if (!parse_number(w->items[2], &item.points) || item.points < 0)
-        fail(at, "group %s: points must be a non-negative number, not '%s'", w->items[1], w->items[2]);
+    item.points = points(at, "group", w->items[1], w->items[2]);
     for (int i = 3; i < w->count; i++) strlist_push(&item.globs, w->items[i]);
     add_item(r, item);
 }
 
-/* perf NAME POINTS parent GROUP metric bytes|msgs|speed [target T] [min-bytes B] [cases GLOB]... */
+/* perf NAME POINTS parent GROUP metric KEYWORD [target T] [min-bytes B] [cases GLOB]... */
 static void parse_perf(rubric *r, origin at, strlist *w, bool hidden)
 {
-    if (w->count < 3) fail(at, "usage: perf NAME POINTS parent GROUP metric bytes|msgs|speed [...]");
+    if (w->count < 3) fail(at, "usage: perf NAME POINTS parent GROUP metric KEYWORD [...]");
     rubric_item item = {.kind = ITEM_PERF, .name = xstrdup(w->items[1]), .target = 1.0, .hidden = hidden};
-    if (!parse_number(w->items[2], &item.points) || item.points < 0)
-        fail(at, "perf %s: points must be a non-negative number, not '%s'", w->items[1], w->items[2]);
-    bool have_metric = false;
+    item.points = points(at, "perf", w->items[1], w->items[2]);
     for (int i = 3; i < w->count; i += 2) {
         const char *key = w->items[i];
         if (i + 1 >= w->count) fail(at, "perf %s: '%s' needs a value", item.name, key);
@@ -76,13 +87,11 @@ static void parse_perf(rubric *r, origin at, strlist *w, bool hidden)
             free(item.parent);
             item.parent = xstrdup(val);
         } else if (!strcmp(key, "metric")) {
-            have_metric = true;
-            if (!strcmp(val, "bytes")) item.metric = METRIC_BYTES;
-            else if (!strcmp(val, "msgs")) item.metric = METRIC_MSGS;
-            else if (!strcmp(val, "speed")) item.metric = METRIC_SPEED;
-            else fail(at, "perf %s: metric must be bytes, msgs or speed, not '%s'", item.name, val);
+            item.metric = metric_find(val);
+            if (!item.metric)
+                fail(at, "perf %s: metric must be one of %s, not '%s'", item.name, metric_keywords(), val);
         } else if (!strcmp(key, "target")) {
-            if (!parse_number(val, &item.target) || item.target <= 0)
+            if (!parse_number(val, &item.target) || item.target <= 0 || item.target > 1e6)
                 fail(at, "perf %s: target must be a positive number, not '%s'", item.name, val);
         } else if (!strcmp(key, "min-bytes")) {
             if (!parse_size(val, &item.min_bytes))
@@ -94,16 +103,16 @@ static void parse_perf(rubric *r, origin at, strlist *w, bool hidden)
         }
     }
     if (!item.parent) fail(at, "perf %s: needs 'parent GROUP'", item.name);
-    if (!have_metric) fail(at, "perf %s: needs 'metric bytes|msgs|speed'", item.name);
-    if (item.min_bytes > 0 && item.metric != METRIC_SPEED)
-        fail(at, "perf %s: min-bytes applies to metric speed only", item.name);
+    if (!item.metric) fail(at, "perf %s: needs 'metric KEYWORD' (%s)", item.name, metric_keywords());
+    if (item.min_bytes > 0 && !item.metric->min_bytes)
+        fail(at, "perf %s: min-bytes does not apply to metric %s", item.name, item.metric->keyword);
     add_item(r, item);
 }
 
 /* run np=N [label=L] args... */
-static void parse_run(rubric *r, origin at, strlist *w)
+static void parse_run(rubric *r, origin at, strlist *w, bool hidden)
 {
-    rubric_run run = {0};
+    rubric_run run = {.hidden = hidden};
     int i = 1;
     for (; i < w->count; i++) {
         if (!strncmp(w->items[i], "np=", 3)) run.np = world_size(at, w->items[i] + 3);
@@ -113,6 +122,8 @@ static void parse_run(rubric *r, origin at, strlist *w)
     if (!run.np) fail(at, "usage: run np=N [label=NAME] driver-args...");
     for (; i < w->count; i++) strlist_push(&run.args, w->items[i]);
     if (!run.label) run.label = xasprintf("run%d", r->n_runs + 1);
+    if (!valid_name(run.label))
+        fail(at, "label=%s: a label is 1 to %d of [A-Za-z0-9._:+=,@-]", run.label, NAME_MAX_BYTES);
     for (int k = 0; k < r->n_runs; k++)
         if (!strcmp(r->runs[k].label, run.label))
             fail(at, "two run lines share the label '%s'; give each its own label=", run.label);
@@ -130,16 +141,23 @@ static void parse_line(rubric *r, origin at, strlist *w, bool hidden)
         if (!r->lab) r->lab = xstrdup(w->items[1]);
         return;
     }
-    if (!strcmp(key, "run")) return parse_run(r, at, w);
+    if (!strcmp(key, "run")) return parse_run(r, at, w, hidden);
     if (!strcmp(key, "group")) return parse_group(r, at, w, hidden);
     if (!strcmp(key, "perf")) return parse_perf(r, at, w, hidden);
     if (hidden) fail(at, "a hidden rubric may only add lab, run, group and perf lines, not '%s'", key);
 
-    if (!strcmp(key, "timeout") || !strcmp(key, "run-timeout")) {
+    if (!strcmp(key, "timeout") || !strcmp(key, "run-timeout") || !strcmp(key, "build-timeout")) {
         if (w->count != 2) fail(at, "usage: %s SECONDS", key);
         double v = positive_seconds(at, key, w->items[1], false);
+        if (v > 7 * 24 * 3600.0) fail(at, "%s: %s s is more than a week", key, w->items[1]);
         if (!strcmp(key, "timeout")) r->timeout_s = v;
-        else r->run_timeout_s = v;
+        else if (!strcmp(key, "run-timeout")) r->run_timeout_s = v;
+        else r->build_timeout_s = v;
+    } else if (!strcmp(key, "memory-limit")) {
+        if (w->count != 2) fail(at, "usage: memory-limit SIZE (e.g. 8G)");
+        if (!parse_size(w->items[1], &r->memory_limit) || r->memory_limit < MEMORY_LIMIT_MIN ||
+            r->memory_limit > 1e15)
+            fail(at, "memory-limit must be a size of at least 64M, such as 8G, not '%s'", w->items[1]);
     } else if (!strcmp(key, "watchdog")) {
         if (w->count != 2) fail(at, "usage: watchdog SECONDS");
         positive_seconds(at, key, w->items[1], true);
@@ -164,8 +182,13 @@ void rubric_load(rubric *r, const char *path, bool hidden)
 {
     FILE *f = fopen(path, "r");
     if (!f) die_usage("cannot read rubric %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode))
+        die_usage("rubric %s is not a regular file", path);  // a directory would read as empty
     if (!r->timeout_s) r->timeout_s = DEFAULT_TIMEOUT_S;
     if (!r->run_timeout_s) r->run_timeout_s = DEFAULT_RUN_TIMEOUT_S;
+    if (!r->build_timeout_s) r->build_timeout_s = DEFAULT_BUILD_TIMEOUT_S;
+    if (!r->memory_limit) r->memory_limit = DEFAULT_MEMORY_LIMIT;
 
     char *line = NULL;
     size_t cap = 0;
@@ -195,6 +218,10 @@ void rubric_check(const rubric *r, const char *path)
 {
     if (!r->lab) die_usage("%s: no 'lab NAME' line", path);
     if (!r->n_items) die_usage("%s: no group or perf lines, nothing to score", path);
+    double total = 0;
+    for (int i = 0; i < r->n_items; i++) total += r->items[i].points;
+    if (total > POINTS_TOTAL_MAX)
+        die_usage("%s: the items add up to %g points, more than %g", path, total, POINTS_TOTAL_MAX);
     for (int i = 0; i < r->n_items; i++) {
         const rubric_item *it = &r->items[i];
         for (int k = 0; k < i; k++)

@@ -3,12 +3,11 @@
  * group: all its points when every matching case passed, none otherwise (a collective
  *        that works for some sizes or world sizes only is not done yet).
  * perf:  0 unless every case of the parent group passed (correctness gates performance);
- *        then points * min(1, measured / target), where "measured" is always computed
- *        from what the driver counted or timed in this run:
- *          bytes  worst (smallest) bytes_ratio = optimal / measured bytes per rank
- *          msgs   worst msgs_optimal / msgs_per_rank
- *          speed  median speed_ratio (student time vs library time in the same run)
- *                 over cases with at least min-bytes bytes. */
+ *        then points * min(1, measured / target), where "measured" comes from the metric
+ *        table (engine_metric.c): the worst or the median of a ratio the driver computed
+ *        from what the harness counted or timed in this run (1.0 = optimal).
+ * The failures of hidden cases never appear in a public item's text: it says only how
+ * many there were; the details go to a separate, withheld text. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +17,7 @@
 
 typedef struct {
     int matching, passed;
+    int hidden_matching, hidden_passed;  // of those, the cases of hidden runs
 } tally;
 
 static bool item_selects(const strlist *globs, const case_result *c)
@@ -29,17 +29,33 @@ static bool item_selects(const strlist *globs, const case_result *c)
 
 static tally count_cases(const strlist *globs, const case_list *cases)
 {
-    tally t = {0, 0};
+    tally t = {0, 0, 0, 0};
     for (int i = 0; i < cases->count; i++) {
         if (!item_selects(globs, &cases->v[i])) continue;
+        bool pass = cases->v[i].cls == CL_PASS;
         t.matching++;
-        if (cases->v[i].cls == CL_PASS) t.passed++;
+        t.passed += pass;
+        t.hidden_matching += cases->v[i].hidden;
+        t.hidden_passed += cases->v[i].hidden && pass;
     }
     return t;
 }
 
-/* The failed cases of a group, one per line, for results.json. */
-static char *failure_list(const strlist *globs, const case_list *cases)
+/* "10/12 cases": a public item counts only public cases and says how many hidden failed. */
+static char *count_text(const rubric_item *it, const char *prefix, const char *suffix, tally t)
+{
+    if (it->hidden || !t.hidden_matching) return xasprintf("%s%d/%d cases%s", prefix, t.passed, t.matching, suffix);
+    int failed = t.hidden_matching - t.hidden_passed;
+    char *hidden = failed ? xasprintf(", %d hidden case(s) failed", failed) : xstrdup("");
+    char *s = xasprintf("%s%d/%d cases%s%s", prefix, t.passed - t.hidden_passed, t.matching - t.hidden_matching,
+                        suffix, hidden);
+    free(hidden);
+    return s;
+}
+
+/* The failed cases of a group (hidden ones, or the others), one per line, for results.json.
+ * *failed counts them all, listed or not. */
+static char *failure_list(const strlist *globs, const case_list *cases, bool hidden, int *failed_out)
 {
     size_t cap = 256, len = 0;
     char *s = xmalloc(cap);
@@ -47,7 +63,7 @@ static char *failure_list(const strlist *globs, const case_list *cases)
     int listed = 0, failed = 0;
     for (int i = 0; i < cases->count; i++) {
         const case_result *c = &cases->v[i];
-        if (!item_selects(globs, c) || c->cls == CL_PASS) continue;
+        if (!item_selects(globs, c) || c->cls == CL_PASS || c->hidden != hidden) continue;
         failed++;
         if (listed == LISTED_FAILURES_MAX) continue;
         listed++;
@@ -68,7 +84,25 @@ static char *failure_list(const strlist *globs, const case_list *cases)
         strcpy(s + len, more);
         free(more);
     }
+    if (failed_out) *failed_out = failed;
     return s;
+}
+
+/* The item's output: its public failures, and how many hidden cases failed (a hidden
+ * item is withheld as a whole, so it lists them). */
+static void failure_texts(item_score *s, const strlist *globs, const case_list *cases)
+{
+    char *pub = failure_list(globs, cases, false, NULL);
+    char *hid = failure_list(globs, cases, true, &s->hidden_failed);
+    if (s->item->hidden) {
+        s->output = xasprintf("%s%s", pub, hid);
+        free(hid);
+    } else {
+        s->output = s->hidden_failed ? xasprintf("%s%d hidden case(s) failed\n", pub, s->hidden_failed) : xstrdup(pub);
+        s->hidden_output = s->hidden_failed ? hid : NULL;
+        if (!s->hidden_output) free(hid);
+    }
+    free(pub);
 }
 
 static int compare_doubles(const void *a, const void *b)
@@ -98,31 +132,8 @@ static void score_group(item_score *s, const case_list *cases)
         return;
     }
     s->score = t.passed == t.matching ? it->points : 0;
-    s->why = xasprintf("%d/%d cases", t.passed, t.matching);
-    s->output = failure_list(&it->globs, cases);
-}
-
-/* The measured value of one case for a perf metric; false when the case does not report it. */
-static bool perf_value(const rubric_item *it, const case_result *c, double *out)
-{
-    switch (it->metric) {
-    case METRIC_BYTES:
-        return case_number(c, "bytes_ratio", out);
-    case METRIC_MSGS: {
-        double optimal, measured;
-        if (!case_number(c, "msgs_optimal", &optimal) || !case_number(c, "msgs_per_rank", &measured) ||
-            measured <= 0)
-            return false;
-        *out = optimal / measured;
-        return true;
-    }
-    case METRIC_SPEED: {
-        double bytes = 0;
-        if (it->min_bytes > 0 && (!case_number(c, "bytes", &bytes) || bytes < it->min_bytes)) return false;
-        return case_number(c, "speed_ratio", out);
-    }
-    }
-    return false;
+    s->why = count_text(it, "", "", t);
+    failure_texts(s, &it->globs, cases);
 }
 
 static void score_perf(item_score *s, const rubric *r, const case_list *cases)
@@ -135,67 +146,68 @@ static void score_perf(item_score *s, const rubric *r, const case_list *cases)
         return;
     }
     if (pt.passed < pt.matching) {
-        s->why = xasprintf("parent %s failed: %d/%d cases passed", parent->name, pt.passed, pt.matching);
+        char *prefix = xasprintf("parent %s failed: ", parent->name);
+        s->why = count_text(it, prefix, " passed", pt);
+        free(prefix);
         return;
     }
 
+    const perf_metric *m = it->metric;
     const strlist *globs = it->globs.count ? &it->globs : &parent->globs;
-    double *values = xmalloc((size_t)cases->count * sizeof *values);
+    double *values = xmalloc((size_t)(cases->count ? cases->count : 1) * sizeof *values);
     int n = 0;
     for (int i = 0; i < cases->count; i++)
-        if (item_selects(globs, &cases->v[i]) && perf_value(it, &cases->v[i], &values[n])) n++;
+        if (item_selects(globs, &cases->v[i]) && metric_case_value(m, &cases->v[i], it->min_bytes, &values[n])) n++;
 
-    static const char *field[] = {"bytes_ratio", "msgs_optimal and msgs_per_rank", "speed_ratio"};
     if (n == 0) {
-        char *size = size_text(it->min_bytes);
-        s->why = it->metric == METRIC_SPEED && it->min_bytes > 0
-                     ? xasprintf("no cases of at least %s report %s", size, field[it->metric])
-                     : xasprintf("no cases report %s", field[it->metric]);
+        char *size = size_text(it->min_bytes), *fields = metric_fields_text(m);
+        s->why = m->min_bytes && it->min_bytes > 0 ? xasprintf("no cases of at least %s report %s", size, fields)
+                                                   : xasprintf("no cases report %s", fields);
         free(size);
+        free(fields);
         free(values);
         return;
     }
     qsort(values, (size_t)n, sizeof *values, compare_doubles);
-    double measured;
-    if (it->metric == METRIC_SPEED) {
-        measured = n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-    } else {
-        measured = values[0];  // the worst case decides: every case must be efficient
-    }
+    // worst: the smallest ratio decides, every case must be efficient; median: timings are noisy
+    double measured = m->aggregate == METRIC_WORST ? values[0]
+                      : n % 2                      ? values[n / 2]
+                                                   : 0.5 * (values[n / 2 - 1] + values[n / 2]);
     free(values);
     if (measured < 0) measured = 0;
     double fraction = measured / it->target;
     s->score = it->points * (fraction < 1 ? fraction : 1);
 
-    const char *what = it->metric == METRIC_BYTES ? "bytes" : "msgs";
-    if (it->metric == METRIC_SPEED) {
-        char *size = size_text(it->min_bytes);
-        s->why = xasprintf("speed %.2f of library (median of %d case%s%s%s, target %.2f)", measured, n,
-                           n == 1 ? "" : "s", it->min_bytes > 0 ? " >= " : "", it->min_bytes > 0 ? size : "",
-                           it->target);
-        free(size);
+    const char *agg = m->aggregate == METRIC_WORST ? "worst" : "median";
+    char *size = size_text(it->min_bytes);
+    char *over = m->min_bytes && it->min_bytes > 0 ? xasprintf(" >= %s", size) : xstrdup("");
+    if (m->phrase == SAY_OF_LIBRARY) {
+        s->why = xasprintf("%s %.2f of library (%s of %d case%s%s, target %.2f)", m->keyword, measured, agg, n,
+                           n == 1 ? "" : "s", over, it->target);
     } else if (measured > 0) {
-        s->why = xasprintf("%s %.2fx optimum, ratio %.2f (worst of %d case%s, target %.2f)", what, 1 / measured,
-                           measured, n, n == 1 ? "" : "s", it->target);
+        s->why = xasprintf("%s %.2fx optimum, ratio %.2f (%s of %d case%s%s, target %.2f)", m->keyword, 1 / measured,
+                           measured, agg, n, n == 1 ? "" : "s", over, it->target);
     } else {
-        s->why = xasprintf("%s ratio 0.00 (worst of %d case%s, target %.2f)", what, n, n == 1 ? "" : "s",
-                           it->target);
+        s->why = xasprintf("%s ratio 0.00 (%s of %d case%s%s, target %.2f)", m->keyword, agg, n, n == 1 ? "" : "s",
+                           over, it->target);
     }
+    free(size);
+    free(over);
 }
 
-void grade_compute(grade *g, const rubric *r, const case_list *cases, const char *build_error)
+void grade_compute(grade *g, const rubric *r, const case_list *cases, const case_result *build)
 {
     *g = (grade){0};
     g->items = xmalloc((size_t)r->n_items * sizeof *g->items);
     g->n_items = r->n_items;
-    g->build_error = build_error ? xstrdup(build_error) : NULL;
+    g->build = build;
     double total = 0, max = 0;
     for (int i = 0; i < r->n_items; i++) {
         item_score *s = &g->items[i];
         *s = (item_score){.item = &r->items[i]};
-        if (build_error) {
-            s->why = xstrdup("build error");
-            s->output = xasprintf("build error: %s\n", build_error);
+        if (build) {
+            s->why = xstrdup(build->cls == CL_FORBIDDEN ? "forbidden at build" : "build error");
+            s->output = xasprintf("%s: %s\n", class_name(build->cls), build->detail);
         } else if (s->item->kind == ITEM_GROUP) {
             score_group(s, cases);
         } else {
@@ -216,8 +228,8 @@ void grade_free(grade *g)
     for (int i = 0; i < g->n_items; i++) {
         free(g->items[i].why);
         free(g->items[i].output);
+        free(g->items[i].hidden_output);
     }
     free(g->items);
-    free(g->build_error);
     *g = (grade){0};
 }

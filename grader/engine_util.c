@@ -1,12 +1,14 @@
 /* engine_util.c - small helpers the engine files share: checked allocation, string lists,
- * globs, sizes, a monotonic clock and cleaning untrusted text. */
+ * globs, sizes, a monotonic clock, random keys and cleaning untrusted text. */
 #include <ctype.h>
-#include <fnmatch.h>  // defines: fnmatch
+#include <errno.h>
+#include <fnmatch.h>     // defines: fnmatch
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>     // defines: clock_gettime, CLOCK_MONOTONIC
+#include <sys/random.h>  // defines: getrandom
+#include <time.h>        // defines: clock_gettime, CLOCK_MONOTONIC
 
 #include "engine.h"
 
@@ -65,6 +67,13 @@ void strlist_push_all(strlist *l, const strlist *from)
     for (int i = 0; i < from->count; i++) strlist_push(l, from->items[i]);
 }
 
+bool strlist_has(const strlist *l, const char *s)
+{
+    for (int i = 0; i < l->count; i++)
+        if (!strcmp(l->items[i], s)) return true;
+    return false;
+}
+
 void strlist_free(strlist *l)
 {
     for (int i = 0; i < l->count; i++) free(l->items[i]);
@@ -111,6 +120,17 @@ void die_usage(const char *fmt, ...)
     fputc('\n', stderr);
     va_end(ap);
     exit(2);
+}
+
+void die_engine(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("pl-grade: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(3);
 }
 
 double now_seconds(void)
@@ -199,4 +219,44 @@ void clean_text(char *s)
 void clean_text_keep_lines(char *s)
 {
     clean(s, true);
+}
+
+void flatten_text(char *s, size_t cap)
+{
+    for (char *p = s; *p; p++)
+        if (*p == '\n' || *p == '\r' || *p == '\t') *p = ' ';
+    clean(s, false);  // after JSON decoding: escape sequences are control bytes by now
+    size_t n = strlen(s);
+    if (n <= cap || cap < 4) return;
+    size_t cut = cap - 3;
+    while (cut > 0 && ((unsigned char)s[cut] & 0xC0) == 0x80) cut--;  // not inside a character
+    strcpy(s + cut, "...");
+}
+
+bool valid_name(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > NAME_MAX_BYTES) return false;
+    return strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:+=,@-") == n;
+}
+
+bool banner_line(const char *s)
+{
+    for (; *s; s++)
+        if (isalnum((unsigned char)*s)) return false;
+    return true;
+}
+
+void random_hex(char *out, size_t bytes)
+{
+    unsigned char raw[64];
+    if (bytes > sizeof raw) bytes = sizeof raw;
+    size_t got = 0;
+    while (got < bytes) {
+        ssize_t n = getrandom(raw + got, bytes - got, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) die_engine("cannot read random bytes for the channel key: %s", strerror(errno));
+        got += (size_t)n;
+    }
+    for (size_t i = 0; i < bytes; i++) snprintf(out + 2 * i, 3, "%02x", raw[i]);
 }

@@ -100,6 +100,17 @@ bad_input "unknown collective" "unknown collective" 2 $B/solutions/lab01 --colle
 timeout 60 $MAKE --no-print-directory lab-99 >"$TMP/o" 2>"$TMP/e"
 rc=$?
 expect "bad input: make lab-99 names the labs and fails (exit $rc)" bash -c "[ $rc -ne 0 ] && grep -q 'no lab 99' $TMP/e"
+for bad in abc 1x; do
+    timeout 60 $MAKE --no-print-directory lab-$bad >"$TMP/o" 2>"$TMP/e"
+    rc=$?
+    expect "bad input: make lab-$bad is not a lab number: fails with one line, grades nothing (exit $rc)" \
+        bash -c "[ $rc -ne 0 ] && grep -q 'wants a lab number' $TMP/e && ! grep -q '^score:' $TMP/o"
+done
+# A quote in T= reaches the grader as text, not as shell syntax: nothing matches it.
+timeout 120 $MAKE --no-print-directory lab-0 NP=1 "T=it's" >"$TMP/o" 2>"$TMP/e"
+rc=$?
+expect "bad input: a quote in T= is a filter like any other (exit $rc, no shell error)" \
+    bash -c "! grep -qi 'unexpected\|unterminated\|syntax error' $TMP/e && grep -q 'no cases ran' $TMP/o"
 
 section "cuda flavour"
 if [ -n "$HAVE_NVCC" ]; then

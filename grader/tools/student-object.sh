@@ -12,8 +12,9 @@
 #         pl_trace_record, ...: every pl_/kern_/ds_/gpt_/llm_ symbol must be declared in a
 #         public header, PUBLIC.syms),
 #       - calls what a lab never needs and a forger would: processes (fork, exec, kill,
-#         system), files and sockets (open, fopen, socket, connect, write, dup), the dynamic
-#         loader (dlsym), raw syscalls, signal handlers, the environment block,
+#         system, exit, pl_init/pl_finalize), files and sockets (open, fopen, socket,
+#         connect, write, dup, close), the dynamic loader (dlsym), raw syscalls,
+#         signal handlers, the environment block,
 #       - holds a raw system-call instruction, or a constructor/destructor (code that would
 #         run before the grader's own start-up: .init_array, .ctors, ...);
 #  3. the objects are merged (ld -r) and every global symbol that is not the lab's API
@@ -42,7 +43,8 @@ deny_sys=' fork vfork clone clone3 __clone execve execv execvp execvpe execl exe
  mmap64 mprotect dlopen dlsym dlvsym dlmopen unlink unlinkat rename renameat link linkat
  symlink symlinkat chmod fchmod chown truncate ftruncate mkdir rmdir remove ioctl fcntl
  fcntl64 signal sigaction sysv_signal bsd_signal environ __environ program_invocation_name
- process_vm_readv process_vm_writev pidfd_open pidfd_send_signal splice tee sendfile '
+ process_vm_readv process_vm_writev pidfd_open pidfd_send_signal splice tee sendfile exit _exit
+ _Exit quick_exit close pl_init pl_finalize '
 lib_re='^(pl|plc|drv|kern|ds|gpt|llm)_'
 
 status=0
@@ -56,10 +58,10 @@ for src in "${srcs[@]}"; do
         [ -n "$sym" ] || continue
         if [[ $sym =~ $deny_re ]]; then
             why+=("calls $sym (MPI, NCCL or CUDA directly: use the harness's pl_ calls)")
+        elif [[ "$deny_sys" == *" $sym "* ]]; then
+            why+=("calls $sym (starting or ending processes, files, sockets, signals and system calls are not part of a lab)")
         elif [[ $sym =~ $lib_re ]] && ! grep -qx "$sym" "$public"; then
             why+=("calls $sym (an internal function of the harness or the grader: only the public API is allowed)")
-        elif [[ "$deny_sys" == *" $sym "* ]]; then
-            why+=("calls $sym (processes, files, sockets, signals and system calls are not part of a lab)")
         fi
     done < <(nm -u --format=posix "$obj" | awk '{print $1}' | sed 's/@.*//')
     if readelf -S --wide "$obj" | grep -Eq '\.(init_array|fini_array|preinit_array|ctors|dtors)\b'; then

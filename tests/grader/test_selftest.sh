@@ -13,12 +13,12 @@
 # Prints "ok - ..." / "not ok - ..." per check.
 set -u
 cd "$(dirname "$0")/../.."
-: "${MPIRUN:=mpirun}" "${MAKE:=make}"
+: "${MPIRUN:=mpirun}" "${MAKE:=make}" "${B:=build}"
 export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 TMP=$(mktemp -d /tmp/paralab-selftest.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
-ENGINE=build/tools/pl-grade
+ENGINE=$B/tools/pl-grade
 
 ok() { echo "ok - $*"; }
 notok() { echo "not ok - $*"; }
@@ -28,10 +28,10 @@ classes() { awk -F'"' '/"case":/ {c=$4} /"classification":/ {print c, $4}' "$1";
 
 grade() { # grade LAB NAME SRC-DIR-OR-FILE NP [extra engine args...] -> $TMP/LAB-NAME.{log,rc}
     local lab=$1 name=$2 src=$3 np=$4; shift 4
-    local bin=build/cpu/selftest/$lab/$name/driver srcarg
+    local bin=$B/cpu/selftest/$lab/$name/driver srcarg
     if [ -d "$src" ]; then srcarg="SRC=$src"; else srcarg="SRCFILES=$src"; fi
     timeout 600 $ENGINE --lab "$lab" --rubric "grader/rubrics/$lab.rubric" --driver "$bin" \
-        --build "$MAKE --no-print-directory -s driver LAB=$lab $srcarg FLAVOR=cpu BIN=$bin" \
+        --build "$MAKE --no-print-directory -s B=$B driver LAB=$lab $srcarg FLAVOR=cpu BIN=$bin" \
         --mpirun "$MPIRUN" --np "$np" --test-scale --out "$TMP/$lab-$name" --quiet "$@" \
         >"$TMP/$lab-$name.log" 2>&1
     echo $? >"$TMP/$lab-$name.rc"
@@ -68,7 +68,7 @@ for dir in tests/broken/*/; do
     for f in results.json junit.xml cases.json; do
         [ -s "$TMP/$lab-solution/$f" ] && ok "$lab: the solution run wrote $f" || notok "$lab: the solution run wrote $f"
     done
-    build/tools/jsoncheck "$TMP/$lab-solution/results.json" score max_score tests \
+    $B/tools/jsoncheck "$TMP/$lab-solution/results.json" score max_score tests \
         && ok "$lab: results.json is Gradescope-shaped (score, max_score, tests)" \
         || notok "$lab: results.json is Gradescope-shaped"
 

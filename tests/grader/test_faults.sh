@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# test_faults.sh - the fault suite: hostile student files (tests/grader/faults/*.c) graded
+# through the real engine, the real lab drivers and mpirun. Each file replaces a lab's
+# student file (it includes the solution and overrides what it attacks with) and says in
+# its first lines:
+#   // lab: 01-collectives
+#   // expect: CLASS GLOB     some case matching GLOB ends as CLASS (tampered, missing,
+#                             forbidden, wrong, timeout, deadlock, crash, error); GLOB
+#                             "(build)" for what the build refuses
+#   // speed: quick|slow      FAULTS=quick (default, in `make test`) runs the quick ones,
+#                             FAULTS=all (`make test-faults`) all
+#   // np: 2 3                world sizes (default "2 3")
+#   // full: ITEM...          rubric items that must still score full points
+#   // sandbox: on            graded with --sandbox on (skipped where bwrap cannot start)
+# For every file: it is caught as expected, it does not score full marks, the run ends
+# within its bound (no hang), no process of it is left behind, the console's only score
+# line is the engine's (the last), and junit.xml is valid XML.
+# Prints "ok - ..." / "not ok - ...". B= the build directory (default build).
+set -u
+cd "$(dirname "$0")/../.."
+: "${MPIRUN:=mpirun}" "${MAKE:=make}" "${B:=build}" "${FAULTS:=quick}"
+export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
+if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+TMP=$(mktemp -d /tmp/paralab-faults.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+ENGINE=$B/tools/pl-grade
+
+ok() { echo "ok - $*"; }
+notok() { echo "not ok - $*"; }
+header() { sed -n "1,12s|^// $2: *||p" "$1" | head -n 1; }
+# "case classification" per line, from the engine's cases.json
+classes() { awk -F'"' '/"case":/ {c=$4} /"classification":/ {print c, $4}' "$1"; }
+
+case $FAULTS in quick | all) ;; *) notok "FAULTS must be quick or all, not '$FAULTS'"; exit 1 ;; esac
+[ -x "$ENGINE" ] || { notok "the engine $ENGINE is built (make B=$B engine)"; exit 1; }
+sandbox_ok=
+if command -v bwrap >/dev/null && bwrap --unshare-all --unshare-user --ro-bind / / true 2>/dev/null; then
+    sandbox_ok=yes
+fi
+
+n=0
+for f in tests/grader/faults/*.c; do
+    name=$(basename "$f" .c)
+    lab=$(header "$f" lab) expect=$(header "$f" expect) speed=$(header "$f" speed)
+    np=$(header "$f" np) full=$(header "$f" full) sandbox=$(header "$f" sandbox)
+    if [ -z "$lab" ] || [ -z "$expect" ] || [ -z "$speed" ]; then
+        notok "$name: has '// lab:', '// expect:' and '// speed:' lines"
+        continue
+    fi
+    [ "$FAULTS" = all ] || [ "$speed" = quick ] || continue
+    if [ "$sandbox" = on ] && [ -z "$sandbox_ok" ]; then
+        echo "# $name: skipped (bubblewrap cannot start a sandbox here)"
+        continue
+    fi
+    n=$((n + 1))
+    cls=${expect%% *} glob=${expect#* }
+    bound=180
+    [ "$speed" = slow ] && bound=600
+    bin=$B/cpu/faults/$lab/$name/driver
+    args=(--np "${np:-2 3}" --test-scale --out "$TMP/$name")
+    # a filter keeps the run short, unless other groups must be seen keeping their points
+    [ -z "$full" ] && [ "$glob" != "(build)" ] && args+=(--filter "$glob")
+    [ "$sandbox" = on ] && args+=(--sandbox on)
+    log=$TMP/$name.log
+    start=$SECONDS
+    timeout "$bound" "$ENGINE" --lab "$lab" --rubric "grader/rubrics/$lab.rubric" --driver "$bin" \
+        --build "$MAKE --no-print-directory -s B=$B driver LAB=$lab SRCFILES=$f FLAVOR=cpu BIN=$bin" \
+        --mpirun "$MPIRUN" "${args[@]}" >"$log" 2>&1
+    rc=$?
+    took=$((SECONDS - start))
+    score=$(tail -n 1 "$log")
+
+    if [ $rc = 124 ] || [ $rc = 137 ]; then
+        notok "$name: finished within ${bound} s (killed after $took s: a hang)"
+        continue
+    fi
+    hit=$(classes "$TMP/$name/cases.json" 2>/dev/null | while read -r c k; do
+        # shellcheck disable=SC2254
+        case "$c" in $glob) [ "$k" = "$cls" ] && { echo "$c"; break; } ;; esac
+    done)
+    if [ -n "$hit" ]; then
+        ok "$name: caught as $cls ($hit), $score, $took s"
+    else
+        notok "$name: caught as $cls $glob (seen: $(classes "$TMP/$name/cases.json" 2>/dev/null | awk '{print $2}' | sort | uniq -c | tr '\n' ' '); exit $rc)"
+        grep -E "^ +(tampered|missing|wrong|crash|timeout|deadlock|error|forbidden|build)" "$log" | head -3 | sed 's/^/# /'
+    fi
+    [ $rc != 0 ] && ok "$name: not full marks (exit $rc)" || notok "$name: not full marks ($score)"
+    sleep 0.2
+    left=$(pgrep -f "$bin" | tr '\n' ' ')
+    [ -z "$left" ] && ok "$name: no process left behind" || notok "$name: no process left behind (pids $left)"
+    if [ "$(grep -c '^score:' "$log")" = 1 ] && echo "$score" | grep -q '^score: '; then
+        ok "$name: the engine's score line is the only one"
+    else
+        notok "$name: the engine's score line is the only one ($(grep -c '^score:' "$log") lines start with 'score:')"
+    fi
+    if command -v xmllint >/dev/null; then
+        xmllint --noout "$TMP/$name/junit.xml" 2>/dev/null && ok "$name: junit.xml is valid XML" \
+            || notok "$name: junit.xml is valid XML"
+    fi
+    for item in $full; do
+        if grep -Eq "^  $item +([0-9.]+)/\\1 " "$log"; then
+            ok "$name: $item keeps its full points"
+        else
+            notok "$name: $item keeps its full points ($(grep -E "^  $item " "$log" | head -n 1 | sed 's/^ *//'))"
+        fi
+    done
+done
+[ "$n" -gt 0 ] && ok "$n fault(s) graded (FAULTS=$FAULTS)" || notok "no fault was graded (FAULTS=$FAULTS)"
