@@ -53,6 +53,9 @@ void pl_log0(const char *fmt, ...) {
     va_end(ap);
 }
 
+/* The MPI calls of the two exits below are deliberately unchecked: they run while the job
+ * is already ending, and a failing check would call pl_fatal, i.e. come back here. Whatever
+ * they return, the process exits with `code`. */
 void pl_abort(int code) {
     fflush(stdout);
     fflush(stderr);
