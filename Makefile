@@ -287,6 +287,12 @@ test: all test-bins
 test-faults: all
 	@MAKE="$(MAKE)" MPIRUN="$(MPIRUN)" B="$(B)" FAULTS=all tests/grader/test_faults.sh
 
+# The single-device llama against llama.cpp's own logits (needs llama-cpp-python, PYTHON=...;
+# skips without it). Not part of make test.
+.PHONY: test-llamacpp
+test-llamacpp: libs
+	@B="$(B)" MPICC="$(MPICC)" MPIRUN="$(MPIRUN)" tests/models/test_llamacpp.sh
+
 BENCH_BINS := $(patsubst tests/bench/%.c,$(B)/cpu/bench/%,$(filter-out tests/bench/bench_gpu.c,$(wildcard tests/bench/*.c))) \
               $(if $(HAVE_NVCC),$(B)/cuda/bench/bench_gpu)
 $(B)/cuda/bench/bench_gpu: tests/bench/bench_gpu.c $(B)/cuda/libparalab.a
@@ -335,10 +341,12 @@ help:
 	@echo "  make                  build the harness, the grader and every lab (cpu; cuda too when nvcc is found)"
 	@echo "  make lab-N            build labs/NN-* and grade it (e.g. make lab-1); exit 0 only at full marks"
 	@echo "  make lab-N RUN=MODE   run one of the lab's modes instead of grading (see each handout), e.g."
-	@echo "                        make lab-6 RUN=train, make lab-4 RUN=sweep, make lab-5 RUN=chat PROMPT=\"...\""
+	@echo "                        make lab-6 RUN=train, make lab-4 RUN=sweep, make lab-5 RUN=chat PROMPT=\"...\";"
+	@echo "                        RUN=cases: the graded cases by hand, with the driver's own report (tables, grids)"
 	@echo "  make grade            grade every lab (or LAB=N) in the sandbox, writing results.json, junit.xml, cases.json to OUT"
 	@echo "  make test             the project's own tests; last line 'N passed, M failed'"
 	@echo "  make test-faults      the whole fault suite of hostile student files (make test runs the quick ones)"
+	@echo "  make test-llamacpp    the llama forward against llama.cpp's logits (needs llama-cpp-python; PYTHON=...)"
 	@echo "  make bench            side-by-side benchmarks of the kit, printed as ratio lines; LAB=N: that lab's bench mode"
 	@echo "  make scaling LAB=N    the lab's scaling mode: measured vs cost-model prediction, with a plot (default LAB=2)"
 	@echo "  make bench-kernels    kernel bandwidth vs a device-to-device copy (GPU; says so without one)"

@@ -645,6 +645,10 @@ static void run_case(const drv_instance *in) {
     cJSON_Delete(c.fields);
 }
 
+/* Every lab also has the mode "cases": its cases run by hand, with the driver's own report
+ * (tables, grids, every case's line) and no score: what `mpirun ... DRIVER` prints. */
+static bool builtin_cases_mode(void) { return !strcmp(g_run_mode, "cases"); }
+
 static int run_mode(void) {
     for (const drv_mode *m = g_lab->modes; m && m->name; m++)
         if (!strcmp(m->name, g_run_mode)) return m->fn();
@@ -680,10 +684,11 @@ int drv_main(const drv_lab *lab, int argc, char **argv) {
     if (g_list_modes) {
         for (const drv_mode *m = lab->modes; m && m->name; m++)
             drv_say("%s\t%s\t%s\t%s\n", m->name, m->np ? m->np : "1", m->post ? m->post : "-", m->help);
+        drv_say("cases\t2\t-\tthe graded cases run by hand: the driver's own report (tables, grids, a line per case), no score\n");
         return finish(0);
     }
     if (lab->init) lab->init();
-    if (g_run_mode) return finish(run_mode());
+    if (g_run_mode && !builtin_cases_mode()) return finish(run_mode());
     drv_plan plan = make_plan();
     if (g_list) {
         for (size_t i = 0; i < plan.n; i++) drv_say("%s %s\n", plan.v[i].name, plan.v[i].group);

@@ -229,7 +229,8 @@ void drv_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* ---------------------------------------------------------------- the lab */
 
 /* A way to run the driver other than grading: `--run NAME` (make lab-N RUN=NAME, make
- * bench LAB=N, make scaling LAB=N). fn returns the exit code. */
+ * bench LAB=N, make scaling LAB=N). fn returns the exit code. Every lab also has the mode
+ * `cases`: its cases run by hand, with the driver's own report and no score. */
 typedef struct {
     const char *name;  /* "bench", "scaling", "predict", "sweep", "train", "chat"     */
     const char *help;

@@ -4,8 +4,9 @@
 # build/run/LAB-MODE/npN.txt, then the mode's post-processing script (a table, a plot).
 # The driver says which modes it has, their default world sizes and their script:
 # `DRIVER --modes` prints "name<TAB>np<TAB>script<TAB>help" lines.
-# Env: MPIRUN, PL_NP (make's NP=), PL_ARGS (ARGS=), and PROFILE, EPOCHS, PROMPT, GGUF, STEPS
-# passed on as --profile, --epochs, --prompt, --gguf, --steps to drivers that take them.
+# Env: MPIRUN, PL_NP (make's NP=), PL_ARGS (ARGS=), PL_T (T=: --filter, for the mode
+# `cases`), and PROFILE, EPOCHS, PROMPT, GGUF, STEPS passed on as --profile, --epochs,
+# --prompt, --gguf, --steps to drivers that take them.
 set -u
 lab=${1:?usage: run-mode.sh LAB DRIVER MODE} drv=${2:?} mode=${3:?}
 : "${MPIRUN:=mpirun}" "${B:=build}"
@@ -26,6 +27,7 @@ for pair in PROFILE:--profile EPOCHS:--epochs PROMPT:--prompt GGUF:--gguf STEPS:
 done
 # shellcheck disable=SC2206
 extra=(${PL_ARGS:-})
+[ "$mode" = cases ] && [ -n "${PL_T:-}" ] && extra+=(--filter "$PL_T")
 out=$B/run/$lab-$mode
 mkdir -p "$out"
 rc=0

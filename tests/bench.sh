@@ -64,3 +64,7 @@ echo "# Lab 2: tensor-parallel GEMM per-rank efficiency and the cost model on th
 for np in 1 2; do
     timeout 300 $MPIRUN -np $np $B/solutions/lab02 --run bench 2>&1 | grep '^ratio'
 done
+
+echo "# Lab 4: pipeline step per schedule vs one rank doing the same work; bubble: theory, measured idle,"
+echo "#  and the recorded step replayed on dgx-h100 (pred_*); ranks beyond the cores are oversubscribed"
+$MAKE --no-print-directory lab-4 RUN=bench SOLUTION=1 2>&1 | grep '^bench04'

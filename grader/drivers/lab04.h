@@ -3,6 +3,7 @@
  *   lab04_sched.c  the driver's own schedules, their rules, the logical clock, the grid
  *   lab04_kit.c    the stage the kit builds for pp_execute, and the serial reference
  *   lab04_run.c    the real runs: step, traffic, memory, order, recompute
+ *   lab04_trace.c  what a step's trace shows: order, idle share, the cost model's replay
  *   lab04_modes.c  --run sweep, train and bench */
 #ifndef LAB04_DRIVER_H
 #define LAB04_DRIVER_H
@@ -91,9 +92,16 @@ void plan_error_case(drv_case *c);
  * in flight, with the zero-bubble gradients held for W when split. */
 double stash_bound(const pp_stage *st, const pp_action *a, int n, bool split);
 extern plc_profile g_prof[2]; /* --profile (dgx-h100), pcie-4gpu */
-/* The cost model's replay of the step recorded in the trace since the last clear
- * (collective; false when it cannot be replayed). */
+
+/* ---- lab04_trace.c: the step recorded in the trace since the last pl_trace_clear */
+/* Did the model's regions come in the order of this stage's list (false with why)? */
+bool trace_order(const pp_stage *st, const pp_action *a, int n, bool split, char *why, size_t len);
+/* This rank's idle share between the start of its first action and the end of its last. */
+double trace_idle_share(void);
+/* The cost model's replay of the step (collective; false when it cannot be replayed). */
 bool predict_step(const plc_profile *p, pl_comm *world, plc_prediction *out);
+/* TRACE=1: the step as a Chrome trace of its own (trace.json -> trace-1f1b.json). */
+void write_trace(pp_schedule_kind k, bool recompute);
 extern bool g_have_prof[2];
 
 /* ---- lab04_modes.c */

@@ -171,7 +171,7 @@ static double rel_err(const float *got, const double *want, size_t n) {
 }
 
 typedef struct {
-    double grad, param;
+    double grad, param, worst_err;
     char worst[64];
 } errs;
 
@@ -186,16 +186,16 @@ static void compare_part(errs *E, const char *name, const float *dev_p, const fl
         want_g[i] = -(double)lr * g_ref[i];
         want_p[i] = (double)p0[i] - (double)lr * g_ref[i];
     }
-    double eg = rel_err(gp, want_g, n), ep = rel_err(pp, want_p, n);
-    if (!(eg <= E->grad) || !(ep <= E->param)) snprintf(E->worst, sizeof E->worst, "%s", name);
+    double eg = rel_err(gp, want_g, n), ep = rel_err(pp, want_p, n), e = eg > ep ? eg : ep;
     if (!(eg <= E->grad)) E->grad = eg;
     if (!(ep <= E->param)) E->param = ep;
+    if (!(e <= E->worst_err)) E->worst_err = e, snprintf(E->worst, sizeof E->worst, "%s", name);
     free(gp), free(pp), free(want_g), free(want_p);
 }
 
 void compare_stage(const pp_stage *st, const serial_grads *g, uint64_t seed, double *grad_err, double *param_err,
                    char *worst, size_t len) {
-    errs E = {0, 0, "nothing"};
+    errs E = {0, 0, 0, "nothing"};
     char name[64];
     for (int k = 0; k < st->cfg.chunks; k++) {
         const pp_chunk *ch = &st->chunk[k];

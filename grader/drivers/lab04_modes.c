@@ -7,8 +7,8 @@
  *                and the two loss curves must agree; scripts/plot-train-4.sh plots them
  *   --run bench  (make bench LAB=4)      step time per schedule against one rank doing
  *                the same work, the bubble beside theory, the dgx-h100 prediction
- * The modes use a larger model than grading, so that compute, not message latency, fills
- * a step (flags: see mode_model).
+ * The modes use a larger model than grading (mode_model), so that compute, not message
+ * latency, fills a step.
  */
 #include <math.h>
 #include <stdio.h>
@@ -19,7 +19,7 @@
 
 int g_steps = 400, g_train_micro = 0;
 double g_train_lr = 0.5;
-const char *g_text = "/usr/share/common-licenses/GPL-3", *g_schedule = NULL;
+const char *g_text = NULL, *g_schedule = NULL;
 
 /* The modes' GPT: bigger than the graded one. train learns bytes (V = 256). */
 static gpt_config mode_model(int vocab) {
@@ -65,19 +65,11 @@ static step_result measured_step(pp_stage *st, const pp_plan *pl, const pp_batch
     r.rc = pp_execute(st, pl, b, &r.loss);
     pl_device_sync();
     r.ms = drv_max(1e3 * (pl_now() - t0));
-    if (drv_max(r.rc != PP_OK) > 0) pl_usage_error("pp_execute returned %d (%s) on some rank", r.rc, pp_error_string(r.rc));
+    int worst = (int)drv_min(r.rc); /* the codes are negative */
+    if (worst != PP_OK) pl_usage_error("pp_execute returned %d (%s)", worst, pp_error_string(worst));
     r.loss = drv_max(st->has_head ? r.loss : -INFINITY);
     r.stash = drv_max((double)(pl_mem_peak() - in_use));
-    const pl_trace_event *ev = pl_trace_events();
-    double busy = 0, first = -1, last = -1, top_end = -1;
-    for (size_t i = 0; i < pl_trace_count(); i++) {
-        if (ev[i].kind != PL_OP_REGION || !ev[i].name || strncmp(ev[i].name, "gpt.", 4) || ev[i].t_start < top_end) continue;
-        top_end = ev[i].t_end;
-        busy += ev[i].t_end - ev[i].t_start;
-        if (first < 0) first = ev[i].t_start;
-        last = ev[i].t_end;
-    }
-    r.idle = drv_sum(last > first ? (last - first - busy) / (last - first) : 0) / st->cfg.stages;
+    r.idle = drv_sum(trace_idle_share()) / st->cfg.stages;
     plc_prediction pp;
     if (g_have_prof[0] && predict_step(&g_prof[0], st->comm, &pp))
         r.pred_us = pp.step_time * 1e6, r.pred_bubble = 1 - pp.compute_time / pp.step_time;
@@ -106,7 +98,7 @@ int mode_sweep(void) {
     pp_schedule_kind ks[PP_NSCHEDULES];
     int nk = schedules(ks, "all"), p = pl_world(), mmax = g_train_micro > 0 ? g_train_micro : 32;
     gpt_config mc = mode_model(64);
-    if (MODE_LAYERS < p) pl_usage_error("the sweep's model has %d blocks: at most %d ranks", MODE_LAYERS, p);
+    if (MODE_LAYERS < p) pl_usage_error("the sweep's model has %d blocks: run it on at most %d ranks, not %d", MODE_LAYERS, MODE_LAYERS, p);
     drv_say("# sweep at p=%d: GPT T=%d b=%d C=%d F=%d, %d blocks; the bubble as the share of the step a stage is idle\n", p,
             mc.seq, mc.batch, mc.hidden, mc.ffn, MODE_LAYERS);
     for (int i = 0; i < nk; i++) {
@@ -218,10 +210,10 @@ static double serial_step(serial_model *s, const int *tok, const int *tgt, float
 /* train                                                                                  */
 /* ==================================================================================== */
 
-/* The text as bytes: --text, else the Lab 4 handout. */
+/* The text as bytes: --text, else a licence Debian ships, else the Lab 4 handout. */
 static unsigned char *read_text(size_t *n) {
-    const char *paths[2] = {g_text, "labs/04-pipeline/README.md"};
-    for (int i = 0; i < 2; i++) {
+    const char *paths[2] = {g_text ? g_text : "/usr/share/common-licenses/GPL-3", g_text ? NULL : "labs/04-pipeline/README.md"};
+    for (int i = 0; i < 2 && paths[i]; i++) {
         FILE *f = fopen(paths[i], "rb");
         if (!f) continue;
         unsigned char *buf = malloc(1 << 22);
@@ -234,7 +226,7 @@ static unsigned char *read_text(size_t *n) {
         }
         free(buf);
     }
-    pl_usage_error("--text %s: cannot read it (nor labs/04-pipeline/README.md), or it is under 1000 bytes", g_text);
+    pl_usage_error("--text %s: cannot read it, or it holds under 1000 bytes", g_text ? g_text : paths[0]);
 }
 
 /* Step `step`'s windows of T+1 bytes: micro-batch k, sequence j starts at a position from
@@ -284,8 +276,8 @@ int mode_train(void) {
         pl_upload(tok_d, tok, nids * sizeof(int));
         pl_upload(tgt_d, tgt, nids * sizeof(int));
         double loss = 0;
-        rc = pp_execute(&st, &pl, &b, &loss);
-        if (drv_max(rc != PP_OK) > 0) pl_usage_error("pp_execute returned %d (%s) at step %d", rc, pp_error_string(rc), step);
+        rc = (int)drv_min(pp_execute(&st, &pl, &b, &loss)); /* the codes are negative */
+        if (rc != PP_OK) pl_usage_error("pp_execute returned %d (%s) at step %d", rc, pp_error_string(rc), step);
         loss = drv_max(st.has_head ? loss : -INFINITY);
         double single = pl_rank() == 0 ? serial_step(&ser, tok_d, tgt_d, lr) : -INFINITY;
         single = drv_max(single);
@@ -313,20 +305,32 @@ int mode_bench(void) {
     pp_schedule_kind ks[PP_NSCHEDULES];
     int nk = schedules(ks, "all"), p = pl_world(), m = 4 * p, iters = drv_opts()->iters > 0 ? drv_opts()->iters : 3;
     gpt_config mc = mode_model(64);
-    if (MODE_LAYERS < p) pl_usage_error("the bench's model has %d blocks: at most %d ranks", MODE_LAYERS, p);
+    if (MODE_LAYERS < p) pl_usage_error("the bench's model has %d blocks: run it on at most %d ranks, not %d", MODE_LAYERS, MODE_LAYERS, p);
     int *tok = upload_ids(m, &mc, 40), *tgt = upload_ids(m, &mc, 41);
-    /* one rank, the same work: the whole model, the same m micro-batches */
-    double single = 0;
+    /* one rank, the same work: the whole model, the same m micro-batches; its last step
+     * replayed alone on the profile */
+    double single = 0, single_pred = 0;
     if (pl_rank() == 0) {
         serial_model ser;
         serial_init(&ser, &mc, MODE_LAYERS, m);
         serial_step(&ser, tok, tgt, 0.0f);
         double t0 = pl_now();
-        for (int i = 0; i < iters; i++) serial_step(&ser, tok, tgt, 0.0f);
+        for (int i = 0; i < iters; i++) {
+            pl_trace_clear();
+            serial_step(&ser, tok, tgt, 0.0f);
+        }
         single = 1e3 * (pl_now() - t0) / iters;
+        plc_op *ops = malloc((pl_trace_count() + 1) * sizeof *ops);
+        PL_CHECK(ops != NULL, "out of host memory");
+        plc_prediction pp;
+        char err[200];
+        size_t n = plc_ops_from_trace(0, 0, ops, pl_trace_count());
+        if (g_have_prof[0] && plc_replay(&g_prof[0], ops, n, 1, &pp, err, sizeof err) == 0) single_pred = pp.step_time * 1e6;
+        free(ops);
         serial_done(&ser);
     }
     single = drv_max(single);
+    single_pred = drv_max(single_pred);
     for (int i = 0; i < nk; i++) {
         pp_schedule_kind k = ks[i];
         int v = chunks_for(k, p, MODE_LAYERS);
@@ -341,9 +345,9 @@ int mode_bench(void) {
         step_result r = {0};
         for (int it = 0; it < iters; it++) r = measured_step(&st, &pl, &b), ms += r.ms, idle += r.idle;
         drv_say("bench04 np %d sched %-11s m %d v %d step_ms %8.3f single_rank_ms %8.3f speedup %.2f bubble_theory %.3f "
-                "idle_measured %.3f pred_step_us %.1f pred_bubble %.3f profile %s\n",
+                "idle_measured %.3f pred_step_us %.1f pred_single_us %.1f pred_speedup %.2f pred_bubble %.3f profile %s\n",
                 p, SCHED_NAMES[k], m, v, ms / iters, single, single / (ms / iters), ref_bubble(k, p, m, v), idle / iters,
-                r.pred_us, r.pred_bubble, g_have_prof[0] ? g_prof[0].name : "-");
+                r.pred_us, single_pred, single_pred / r.pred_us, r.pred_bubble, g_have_prof[0] ? g_prof[0].name : "-");
         plan_free(&pl);
         pp_stage_free(&st);
     }

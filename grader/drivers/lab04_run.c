@@ -90,64 +90,6 @@ static double messages(const pp_stage *st) {
 }
 
 /* ==================================================================================== */
-/* The trace of the step                                                                  */
-/* ==================================================================================== */
-
-/* The model's regions each action leaves, in order (the recomputation's rebuild is nested
- * inside B and W, and not listed). */
-static int expected_regions(const pp_stage *st, pp_action a, bool split, const char **out) {
-    int vs = a.chunk * st->cfg.stages + st->stage, V = st->cfg.stages * st->cfg.chunks, n = 0;
-    int blocks = st->chunk[a.chunk].count;
-    if (a.kind == PP_B && vs == V - 1) out[n++] = "gpt.head.B";
-    for (int l = 0; l < blocks; l++)
-        out[n++] = a.kind == PP_F ? "gpt.block.F" : a.kind == PP_W ? "gpt.block.W" : split ? "gpt.block.B" : "gpt.block.BW";
-    if (a.kind == PP_F && vs == V - 1) out[n++] = "gpt.head.F";
-    return n;
-}
-
-/* The executed order against the plan, and this rank's idle share between its first and
- * its last action. */
-static void scan_trace(run_stats *r, const pp_stage *st, const pp_action *a, int n, bool split) {
-    const pl_trace_event *ev = pl_trace_events();
-    size_t ne = pl_trace_count(), at = 0;
-    double top_end = -1, busy = 0, t_first = -1, t_last = -1;
-    const char *want[1026]; /* one action's regions: at most L <= 1024 blocks and the head */
-    int i = 0, nw = 0, k = 0;
-    r->order_bad = false;
-    for (; at <= ne; at++) {
-        const char *got = NULL;
-        if (at < ne) {
-            const pl_trace_event *e = &ev[at];
-            if (e->kind != PL_OP_REGION || !e->name || strncmp(e->name, "gpt.", 4) != 0) continue;
-            if (e->t_start < top_end) continue; /* nested: a rebuild inside B or W */
-            top_end = e->t_end;
-            busy += e->t_end - e->t_start;
-            if (t_first < 0) t_first = e->t_start;
-            t_last = e->t_end;
-            got = e->name;
-        }
-        while (k == nw && i < n) nw = expected_regions(st, a[i++], split, want), k = 0;
-        if (r->order_bad) continue;
-        char nm[32];
-        action_name(a[i > 0 ? i - 1 : 0], st->cfg.chunks, nm, sizeof nm);
-        if (!got && k < nw) {
-            snprintf(r->order_why, sizeof r->order_why, "the step ended before action %d, %s (%s expected)", i - 1, nm, want[k]);
-            r->order_bad = true;
-        } else if (got && k == nw) {
-            snprintf(r->order_why, sizeof r->order_why, "after the plan's last action the trace shows %s", got);
-            r->order_bad = true;
-        } else if (got && strcmp(got, want[k]) != 0) {
-            snprintf(r->order_why, sizeof r->order_why, "action %d, %s: the trace shows %s where the plan needs %s", i - 1, nm, got,
-                     want[k]);
-            r->order_bad = true;
-        }
-        k++;
-    }
-    double span = t_last - t_first;
-    r->idle_measured = span > 0 ? (span - busy) / span : 0;
-}
-
-/* ==================================================================================== */
 /* One step                                                                               */
 /* ==================================================================================== */
 
@@ -164,60 +106,10 @@ static void exec_fn(void *arg) {
     x->rc = pp_execute(x->st, x->plan, x->batch, &x->loss);
 }
 
-/* TRACE=1: one Chrome trace per schedule, beside the harness's own (trace.json ->
- * trace-1f1b.json). */
-static void write_trace(pp_schedule_kind k, bool recompute) {
-    if (!pl_info()->trace) return;
-    char path[300];
-    const char *base = pl_info()->trace_path, *dot = strrchr(base, '.');
-    int stem = dot ? (int)(dot - base) : (int)strlen(base);
-    snprintf(path, sizeof path, "%.*s-%s%s%s", stem, base, SCHED_NAMES[k], recompute ? "-recompute" : "", dot ? dot : ".json");
-    pl_trace_write_chrome(path);
-    if (pl_rank() == 0) pl_log("trace of the %s step written to %s (open it in ui.perfetto.dev)", SCHED_NAMES[k], path);
-}
-
-/* The cost model's replay of this step (collective). The recorded trace holds dozens of
- * small compute ops per block; each run of consecutive compute ops on one stream (none
- * waiting on the other stream but the first) becomes one op that costs exactly their
- * summed prediction, so the replay sees the same times in a few hundred ops. */
-bool predict_step(const plc_profile *p, pl_comm *world, plc_prediction *out) {
-    size_t avail = pl_trace_count();
-    plc_op *ops = malloc((avail + 1) * sizeof *ops);
-    size_t *map = malloc((avail + 1) * sizeof *map), n = plc_ops_from_trace(0, pl_comm_rank(world), ops, avail), w = 0;
-    PL_CHECK(ops && map, "out of host memory");
-    for (size_t i = 0; i < n; i++) {
-        plc_op o = ops[i];
-        bool compute = o.kind == PL_OP_GEMM || o.kind == PL_OP_KERNEL;
-        double t = o.kind == PL_OP_GEMM ? plc_gemm_time(p, o.flops, o.bytes) : plc_kernel_time(p, o.flops, o.bytes);
-        if (o.after > 0) o.after = (int)map[o.after - 1] + 1;
-        plc_op *prev = w ? &ops[w - 1] : NULL;
-        if (compute && prev && prev->kind == PL_OP_KERNEL && prev->flops < 0 && prev->stream == o.stream && o.after == 0) {
-            prev->bytes += t * p->mem_bw; /* a merged op: its time, as bytes over the memory bandwidth */
-            prev->t_end = o.t_end;
-        } else if (compute) {
-            o.kind = PL_OP_KERNEL, o.flops = -1, o.bytes = (t - p->launch) * p->mem_bw;
-            ops[w++] = o;
-        } else {
-            ops[w++] = o;
-        }
-        map[i] = w - 1;
-    }
-    for (size_t i = 0; i < w; i++)
-        if (ops[i].flops < 0) ops[i].flops = 0; /* the marker of a merged op */
-    size_t *counts = calloc((size_t)pl_comm_size(world), sizeof *counts), total = 0;
-    PL_CHECK(counts != NULL, "out of host memory");
-    plc_op *all = pl_host_allgatherv(ops, w * sizeof *ops, counts, world);
-    for (int r = 0; r < pl_comm_size(world); r++) total += counts[r];
-    char err[200];
-    int rc = plc_replay(p, all, total / sizeof *all, pl_comm_size(world), out, err, sizeof err);
-    free(ops), free(map), free(counts), free(all);
-    return rc == 0;
-}
-
 static void analyse(run_stats *r, const pp_stage *st, pp_schedule_kind k, bool split) {
     int s = st->stage, p = st->cfg.stages;
-    scan_trace(r, st, r->plan.acts[s], r->plan.count[s], split);
-    r->idle_measured = drv_sum(r->idle_measured) / p;
+    r->order_bad = !trace_order(st, r->plan.acts[s], r->plan.count[s], split, r->order_why, sizeof r->order_why);
+    r->idle_measured = drv_sum(trace_idle_share()) / p;
     for (int i = 0; i < 2; i++) {
         plc_prediction pp;
         r->pred_ok[i] = g_have_prof[i] && predict_step(&g_prof[i], st->comm, &pp);
@@ -236,48 +128,33 @@ static void analyse(run_stats *r, const pp_stage *st, pp_schedule_kind k, bool s
     r->bubble_theory = ref_bubble(k, p, st->cfg.micro, st->cfg.chunks);
 }
 
-static void run_step(drv_case *c, pp_schedule_kind k, bool recompute) {
-    run_stats *r = &g_runs[k][recompute];
-    if (r->done) return;
-    r->done = true;
-    int p = pl_world(), m, v;
-    run_shape(k, p, &m, &v);
-    r->m = m, r->v = v, r->bad_peer = -1;
-    pp_config cfg = {p, m, v, g_L, k, recompute};
-    gpt_config mc = model_config(g_b);
-    pp_stage st;
-    int rc = pp_stage_build(&st, &cfg, &mc, pl_comm_world(), g_seed, (float)g_lr);
-    PL_CHECK(rc == PP_OK, "the kit could not build the stage (checked flags?)");
-    ref_plan(&r->plan, k, p, m, v);
-    int s = st.stage;
-    bool split = k == PP_ZB_H1;
-    size_t nids = (size_t)m * mc.seq * mc.batch;
-    int *tok = calloc(nids, sizeof *tok), *tgt = calloc(nids, sizeof *tgt);
-    PL_CHECK(tok && tgt, "out of host memory");
-    uint64_t tok_seed = drv_case_seed(c), seeds[PP_MAX_STAGES];
-    make_ids(tgt, m, &mc, g_seed, 41);
-    if (st.has_embed) make_ids(tok, m, &mc, tok_seed, 40);
-    int *tok_d = NULL, *tgt_d = NULL;
-    if (st.has_embed) tok_d = pl_malloc(nids * sizeof(int)), pl_upload(tok_d, tok, nids * sizeof(int));
-    if (st.has_head) tgt_d = pl_malloc(nids * sizeof(int)), pl_upload(tgt_d, tgt, nids * sizeof(int));
-    pp_batch batch = {tok_d, tgt_d};
-    r->bound = stash_bound(&st, r->plan.acts[s], r->plan.count[s], split);
-    r->slack = (double)g_slack * mc.seq * mc.batch * mc.hidden * sizeof(float);
-    r->want_msgs = messages(&st);
-    r->want_bytes = r->want_msgs * mc.seq * mc.batch * mc.hidden * sizeof(float);
+/* What this stage's step may do: its stash bound and buffers, its messages, its rebuilds. */
+static void expect(run_stats *r, const pp_stage *st, bool split) {
+    const gpt_config *mc = &st->model;
+    double tensor = (double)mc->seq * mc->batch * mc->hidden * sizeof(float);
+    r->bound = stash_bound(st, r->plan.acts[st->stage], r->plan.count[st->stage], split);
+    r->slack = g_slack * tensor;
+    r->want_msgs = messages(st);
+    r->want_bytes = r->want_msgs * tensor;
     r->want_recomputes = 0;
-    for (int q = 0; recompute && q < v; q++) r->want_recomputes += (double)m * st.chunk[q].count * (split ? 2 : 1);
+    for (int q = 0; st->cfg.recompute && q < st->cfg.chunks; q++)
+        r->want_recomputes += (double)st->cfg.micro * st->chunk[q].count * (split ? 2 : 1);
+}
 
-    exec_args x = {&st, &r->plan, &batch, 0, 0};
+/* pp_execute measured as the runner measures run(): the counters, what reached the
+ * backend, the rebuilds, the stash (peak minus what was allocated before), the peers;
+ * x->rc and x->loss are its own. */
+static void measure(run_stats *r, exec_args *x) {
+    int s = x->st->stage, p = x->st->cfg.stages;
     pl_device_sync();
-    pl_barrier(pl_comm_world());
+    pl_barrier(x->st->comm);
     pl_trace_clear();
     uint64_t rec0 = gpt_recompute_count();
     pl_wire w0, w1;
     pl_wire_get(&w0);
     size_t in_use = pl_mem_in_use();
     double t0 = pl_now();
-    drv_measure(exec_fn, &x, &r->met);
+    drv_measure(exec_fn, x, &r->met);
     r->step_ms = drv_max(1e3 * (pl_now() - t0));
     pl_wire_get(&w1);
     r->wire = (pl_wire){w1.p2p_bytes_sent - w0.p2p_bytes_sent, w1.p2p_msgs_sent - w0.p2p_msgs_sent,
@@ -289,20 +166,53 @@ static void run_step(drv_case *c, pp_schedule_kind k, bool recompute) {
     for (size_t i = 0; i < pl_trace_count(); i++)
         if ((ev[i].kind == PL_OP_SEND || ev[i].kind == PL_OP_RECV) && ev[i].peer != (s + 1) % p && ev[i].peer != (s + p - 1) % p)
             r->bad_peer = ev[i].peer;
-    r->rc_bad = drv_max(x.rc != PP_OK) > 0;
-    if (x.rc != PP_OK) snprintf(r->rc_msg, sizeof r->rc_msg, "pp_execute returned %d (%s)", x.rc, pp_error_string(x.rc));
+    r->rc_bad = drv_max(x->rc != PP_OK) > 0;
+    if (x->rc != PP_OK) snprintf(r->rc_msg, sizeof r->rc_msg, "pp_execute returned %d (%s)", x->rc, pp_error_string(x->rc));
     else snprintf(r->rc_msg, sizeof r->rc_msg, "pp_execute failed on another rank");
+}
+
+/* The step against the serial run, once the first stage's tokens are public. */
+static void judge(run_stats *r, const pp_stage *st, double loss, int *tok, const int *tgt, uint64_t tok_seed) {
+    uint64_t seeds[PP_MAX_STAGES];
+    drv_allgather_u64(tok_seed, seeds);
+    make_ids(tok, st->cfg.micro, &st->model, seeds[0], 40);
+    serial_grads ref;
+    serial_reference(&ref, &st->model, g_L, st->cfg.micro, tok, tgt, g_seed);
+    r->loss = drv_max(st->has_head ? loss : -INFINITY);
+    r->loss_err = isfinite(r->loss) ? fabs(r->loss - ref.loss) / fabs(ref.loss) : INFINITY;
+    compare_stage(st, &ref, g_seed, &r->grad_err, &r->param_err, r->worst, sizeof r->worst);
+    serial_free(&ref, g_L);
+}
+
+/* One step of schedule k (with or without recomputation) at p = the world size, its
+ * results kept for every case that reads them. The first stage's tokens come from its
+ * private seed; the targets from the public one. */
+static void run_step(drv_case *c, pp_schedule_kind k, bool recompute) {
+    run_stats *r = &g_runs[k][recompute];
+    if (r->done) return;
+    r->done = true;
+    int p = pl_world(), m, v;
+    run_shape(k, p, &m, &v);
+    r->m = m, r->v = v, r->bad_peer = -1;
+    pp_config cfg = {p, m, v, g_L, k, recompute};
+    gpt_config mc = model_config(g_b);
+    pp_stage st;
+    PL_CHECK(pp_stage_build(&st, &cfg, &mc, pl_comm_world(), g_seed, (float)g_lr) == PP_OK, "the kit could not build the stage");
+    ref_plan(&r->plan, k, p, m, v);
+    expect(r, &st, k == PP_ZB_H1);
+    size_t nids = (size_t)m * mc.seq * mc.batch;
+    int *tok = calloc(nids, sizeof *tok), *tgt = calloc(nids, sizeof *tgt), *tok_d = NULL, *tgt_d = NULL;
+    PL_CHECK(tok && tgt, "out of host memory");
+    uint64_t tok_seed = drv_case_seed(c);
+    make_ids(tgt, m, &mc, g_seed, 41);
+    if (st.has_embed) make_ids(tok, m, &mc, tok_seed, 40), tok_d = pl_malloc(nids * sizeof(int)), pl_upload(tok_d, tok, nids * sizeof(int));
+    if (st.has_head) tgt_d = pl_malloc(nids * sizeof(int)), pl_upload(tgt_d, tgt, nids * sizeof(int));
+    pp_batch batch = {tok_d, tgt_d};
+    exec_args x = {&st, &r->plan, &batch, 0, 0};
+    measure(r, &x);
     if (!r->rc_bad) {
-        analyse(r, &st, k, split);
-        drv_allgather_u64(tok_seed, seeds); /* the first stage's tokens, now public */
-        make_ids(tok, m, &mc, seeds[0], 40);
-        serial_grads ref;
-        serial_reference(&ref, &mc, g_L, m, tok, tgt, g_seed);
-        r->loss = drv_max(st.has_head ? x.loss : -INFINITY);
-        r->loss_err = fabs(r->loss - ref.loss) / fabs(ref.loss);
-        if (!isfinite(r->loss)) r->loss_err = INFINITY;
-        compare_stage(&st, &ref, g_seed, &r->grad_err, &r->param_err, r->worst, sizeof r->worst);
-        serial_free(&ref, g_L);
+        analyse(r, &st, k, k == PP_ZB_H1);
+        judge(r, &st, x.loss, tok, tgt, tok_seed);
     }
     pl_free(tok_d), pl_free(tgt_d);
     free(tok), free(tgt);
@@ -418,7 +328,7 @@ void order_check(drv_case *c) {
                 "predicted %s %.3f, %s %.3f",
              r->bubble_theory, r->bubble_logical, r->idle_logical, r->idle_measured, g_prof[0].name,
              r->pred_ok[0] ? r->pred_bubble[0] : NAN, g_prof[1].name, r->pred_ok[1] ? r->pred_bubble[1] : NAN);
-    if (r->clock.makespan > 0 && r->clock.makespan * 4 <= 200) {
+    if (r->clock.makespan > 0 && r->clock.makespan <= 60) { /* wider grids do not fit a terminal */
         drv_print("# %s at p=%d, m=%d%s: the executed schedule on the logical clock (F = 1 tick, B = %s)\n",
                   SCHED_NAMES[c->arg[0]], r->plan.stages, r->m, r->v > 1 ? ", v=2 (chunk 1 in lower case)" : "",
                   c->arg[0] == PP_ZB_H1 ? "W = 1" : "2");

@@ -275,7 +275,9 @@ void print_grid(const pp_plan *pl, const pp_clock *c) {
                 memcpy(line + t * cell, lab, L);
             }
         }
-        line[width * cell] = '\0';
+        int end = width * cell;
+        while (end > 0 && line[end - 1] == ' ') end--;
+        line[end] = '\0';
         drv_print("#   stage %d | %s\n", r, line);
     }
     free(line);
