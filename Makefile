@@ -288,10 +288,10 @@ test-faults: all
 	@MAKE="$(MAKE)" MPIRUN="$(MPIRUN)" B="$(B)" FAULTS=all tests/grader/test_faults.sh
 
 # The single-device llama against llama.cpp's own logits (needs llama-cpp-python, PYTHON=...;
-# skips without it). Not part of make test.
+# fails with one line naming the fix without it). Not part of make test.
 .PHONY: test-llamacpp
 test-llamacpp: libs
-	@B="$(B)" MPICC="$(MPICC)" MPIRUN="$(MPIRUN)" tests/models/test_llamacpp.sh
+	@B="$(B)" MPICC="$(MPICC)" MPIRUN="$(MPIRUN)" tests/models/check_llamacpp.sh
 
 BENCH_BINS := $(patsubst tests/bench/%.c,$(B)/cpu/bench/%,$(filter-out tests/bench/bench_gpu.c,$(wildcard tests/bench/*.c))) \
               $(if $(HAVE_NVCC),$(B)/cuda/bench/bench_gpu)
@@ -363,6 +363,7 @@ help:
 	@echo "  DEVICE=cpu|cuda       force the device backend; COMM=mpi|nccl force the comm backend"
 	@echo "  LAB=N  OUT=dir        for make grade / bench / scaling; HIDDEN=dir adds an instructor's hidden cases"
 	@echo "  SANDBOX=on|off|auto   run the graded code in bubblewrap (make grade: on)"
+	@echo "  RUBRIC_SCALE=1        grade with the rubric's small test arguments (what the grader's self-test runs)"
 	@echo "  TRACE=1               write a Chrome trace (trace.json) of each run, for Perfetto"
 	@echo "  MPIRUN=\"...\"          the launcher, e.g. \"mpirun --hostfile hosts\" or \"srun -n {np}\""
 	@echo "  FLAVOR=cpu|cuda       which build runs the labs (default: cuda when built and a GPU is present)"

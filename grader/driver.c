@@ -108,7 +108,8 @@ static double parse_number(const char *flag, const char *s, double lo, double hi
 static void usage(void) {
     if (pl_rank() != 0) return;
     printf("usage: mpirun -np N <driver> [flags]\n%s (%s)\n", g_lab->title, g_lab->name);
-    printf("  --list  --filter GLOB  --start-after CASE  --skip-group GROUP  -q\n"
+    printf("  --list  --filter GLOB  --start-after CASE  --skip-group GROUP\n"
+           "  -q                            quiet: only failures and the closing summary line\n"
            "  -b BYTES -e BYTES -f FACTOR   size sweep (K/M/G suffixes), like nccl-tests\n"
            "  -w N -n N                     warm-up and timed iterations\n"
            "  --run MODE  --modes           another mode than grading (make lab-N RUN=MODE)\n"
@@ -602,7 +603,9 @@ static void emit(drv_case *c) {
     const char *msg = c->verdict != DRV_PASS ? c->msg : c->note;
     if (msg[0]) cJSON_AddStringToObject(o, "message", msg);
     chan_send(o);
-    if (!g_lab->after_case || c->verdict != DRV_PASS)
+    if (c->verdict != DRV_PASS) /* failures even when quiet */
+        drv_say("%-9s %s%s%s\n", verdict_name(c->verdict), c->name, msg[0] ? "  " : "", msg);
+    else if (!g_lab->after_case)
         drv_print("%-9s %s%s%s\n", verdict_name(c->verdict), c->name, msg[0] ? "  " : "", msg);
 }
 
@@ -699,6 +702,7 @@ int drv_main(const drv_lab *lab, int argc, char **argv) {
     for (size_t i = 0; i < plan.n; i++) run_case(&plan.v[i]);
     free(plan.v);
     if (lab->finish) lab->finish();
-    drv_print("# %s: %d case(s), %d failed\n", lab->name, g_cases_run, g_cases_failed);
+    drv_say("# %s: %d case(s), %d failed (%d rank(s), device %s, comm %s)\n", lab->name, g_cases_run,
+            g_cases_failed, pl_world(), pl_device_name(pl_info()->device), pl_comm_name(pl_info()->comm));
     return finish(g_cases_failed ? PL_EXIT_CHECK_FAILED : PL_EXIT_OK);
 }

@@ -1,9 +1,10 @@
 /* lab05.c - the driver of Lab 5 (llama.cpp-style multi-rank inference of a GGUF llama).
  *
  * The model and ls_load are in lab05_kit.c, the rules and the per-rank expectations in
- * lab05_rules.c, the scenario, its single-device reference and the runs of the student's
- * splits in lab05_session.c, the chat and sweep modes in lab05_modes.c. Cases (never
- * trusting what student code prints or returns beyond its logits):
+ * lab05_rules.c, the scenario and its single-device reference in lab05_scenario.c, the runs
+ * of the student's splits and the checks in lab05_session.c, the chat and sweep modes in
+ * lab05_modes.c. Cases (never trusting what student code prints or returns beyond its
+ * logits):
  *   rules.*            ls_cuts, ls_layer_owner, ls_row_range, ls_tensor_split against the
  *                      driver's statement of llama.cpp's rules (SmolLM2's worked examples)
  *   M.prefill          the prompt's logits at every position vs the single-device forward
@@ -15,7 +16,8 @@
  *   M.weights          weight floats per rank: its share of the split
  *   M.errors           an invalid batch and invalid proportions refused by every rank
  *   M.split            an uneven --tensor-split (layer and row): logits, traffic, weights
- * with M = layer, row, tensor. One run per mode serves its cases.
+ * with M = layer, row, tensor. One run per mode serves its cases (the uneven split and the
+ * invalid inputs have runs of their own).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,30 +30,31 @@ int g_gen = 6, g_batch = 4, g_decode = 2, g_micro = 4, g_tokens = 32, g_prompt_l
 int g_n, g_me;
 pl_comm *g_comm;
 const char *MODE_NAME[3] = {"layer", "row", "tensor"};
-static bool g_light; /* --run, --list, --modes, --help: no graded scenario to prepare */
+static bool g_light;     /* --run, --list, --modes, --help: no graded scenario to prepare */
+static bool g_list_only; /* --list: not even a model */
 
 /* ---- the per-mode cases --------------------------------------------------------------------- */
 
 static const struct {
     const char *name;
     void (*check)(drv_case *c);
-    int uneven; /* 1: the session with an uneven --tensor-split (layer and row only) */
+    int session; /* S_MAIN, S_UNEVEN (layer and row only), S_ERRORS */
 } CHECKS[] = {
-    {"prefill", check_prefill, 0}, {"generate", check_generate, 0}, {"batch", check_batch, 0},
-    {"traffic", check_traffic, 0}, {"kvcache", check_kvcache, 0},   {"weights", check_weights, 0},
-    {"errors", check_errors, 0},   {"split", check_split, 1},
+    {"prefill", check_prefill, S_MAIN}, {"generate", check_generate, S_MAIN}, {"batch", check_batch, S_MAIN},
+    {"traffic", check_traffic, S_MAIN}, {"kvcache", check_kvcache, S_MAIN},   {"weights", check_weights, S_MAIN},
+    {"errors", check_errors, S_ERRORS}, {"split", check_split, S_UNEVEN},
 };
 #define NCHECKS (int)(sizeof CHECKS / sizeof CHECKS[0])
 
-/* arg[0] = mode, arg[1] = uneven, arg[2] = which check; grouped by mode, so a mode that
- * hangs costs only its own cases. */
+/* arg[0] = mode, arg[1] = its session, arg[2] = which check; grouped by mode, so a mode
+ * that hangs costs only its own cases. */
 static void plan_modes(const drv_test *t, drv_plan *p) {
     for (int m = LS_LAYER; m <= LS_TENSOR; m++)
         for (int k = 0; k < NCHECKS; k++) {
-            if (CHECKS[k].uneven && m == LS_TENSOR) continue; /* tensor shards are even */
+            if (CHECKS[k].session == S_UNEVEN && m == LS_TENSOR) continue; /* tensor shards are even */
             drv_instance *in = drv_plan_add(p, t, "%s.%s", MODE_NAME[m], CHECKS[k].name);
             snprintf(in->group, sizeof in->group, "%s", MODE_NAME[m]);
-            in->arg[0] = m, in->arg[1] = CHECKS[k].uneven, in->arg[2] = k;
+            in->arg[0] = m, in->arg[1] = CHECKS[k].session, in->arg[2] = k;
         }
 }
 
@@ -72,9 +75,10 @@ static void lab5_init(void) {
     if (g_n > LS_MAX_RANKS) pl_usage_error("%d ranks: the split takes at most %d", g_n, LS_MAX_RANKS);
     float p[LS_MAX_RANKS];
     int np;
-    if (!rl_parse(g_split, p, &np) || np > g_n)
-        pl_usage_error("--tensor-split '%s': at most %d comma-separated proportions", g_split, g_n);
-    if (g_batch * 6 > 4096 || g_micro < 1) pl_usage_error("--batch %d / --micro %d out of range", g_batch, g_micro);
+    bool ok = rl_parse(g_split, p, &np) && np <= g_n;
+    for (int r = 0; r < np; r++) ok &= p[r] >= 0 && p[r] < 1e30f;
+    if (!ok) pl_usage_error("--tensor-split '%s': at most %d proportions, finite and >= 0, comma-separated", g_split, g_n);
+    if (g_list_only) return; /* the plan needs no model */
     kit_open();
     if (!g_light) scenario_init();
     kit_forget_path();
@@ -92,7 +96,8 @@ static void lab5_finish(void) {
 }
 
 static const drv_flag FLAGS[] = {
-    {"--model", DRV_STR, &g_model, 0, 0, "tiny|smollm2: the project's tiny llama, or SmolLM2-135M (default; $GGUF or datasets/cache/)"},
+    {"--model", DRV_STR, &g_model, 0, 0,
+     "tiny|smollm2: the project's tiny llama, or SmolLM2-135M (default; $GGUF or datasets/cache/)"},
     {"--gguf", DRV_STR, &g_gguf, 0, 0, "FILE: a GGUF llama (wins over --model)"},
     {"--prompt", DRV_STR, &g_prompt, 0, 0, "TEXT: the prompt (default \"The capital of France is\")"},
     {"--gen", DRV_INT, &g_gen, 0, 256, "greedy tokens checked after the prompt (default 6, plus the first)"},
@@ -123,8 +128,10 @@ static const drv_lab LAB = {
 };
 
 int main(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        g_light |= !strcmp(argv[i], "--run") || !strcmp(argv[i], "--list") || !strcmp(argv[i], "--modes") ||
-                   !strcmp(argv[i], "-h") || !strcmp(argv[i], "--help");
+    for (int i = 1; i < argc; i++) {
+        g_list_only |= !strcmp(argv[i], "--list");
+        g_light |= g_list_only || !strcmp(argv[i], "--run") || !strcmp(argv[i], "--modes") || !strcmp(argv[i], "-h") ||
+                   !strcmp(argv[i], "--help");
+    }
     return drv_main(&LAB, argc, argv);
 }

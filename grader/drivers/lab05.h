@@ -5,8 +5,8 @@
  *   lab05_rules.c    the driver's own statement of the split rules and of what each rank
  *                    must hold and send (layer map, row ranges, heads, KV and weight bytes,
  *                    traffic), and the rules.* cases;
- *   lab05_session.c  the scenario, its single-device reference, and one run of the
- *                    student's split per mode that the forward cases check;
+ *   lab05_scenario.c the scenario and its single-device reference;
+ *   lab05_session.c  one run of the student's split per mode, and the forward cases' checks;
  *   lab05_modes.c    --run chat, sweep and bench.
  * lab05.c holds the flags, the plan and main. */
 #ifndef LAB05_DRIVER_H
@@ -73,7 +73,20 @@ void rl_describe_layers(const float *cuts, int n, int n_layer, char *out, size_t
 void plan_rules(const drv_test *t, drv_plan *p);
 void rules_run(drv_case *c);
 
-/* ---- the scenario and the sessions (lab05_session.c) ------------------------------------ */
+/* ---- the scenario (lab05_scenario.c) ---------------------------------------------------- */
+typedef struct {
+    int P, K, B, D, n_ctx, n_tok_max;
+    int *prompt;                /* [P]                                                    */
+    int *gen;                   /* [K + 1]: the reference's greedy tokens after the prompt */
+    int bn, *btok, *bseq, *bpos;/* the batch prefill: bn tokens, sequence s has blen[s]   */
+    int *blen;                  /* [B]                                                    */
+    int *dtok;                  /* [D * B]: decode step d, sequence s                     */
+    float *ref_prompt;          /* [P, V]   every position                                */
+    float *ref_gen;             /* [K, V]   after gen[k] at position P + k                 */
+    float *ref_batch;           /* [B, V]   last token of each sequence                    */
+    float *ref_decode;          /* [D, B, V]                                              */
+} lab5_scenario;
+extern lab5_scenario g_sc;
 /* Builds the scenario's tokens and computes its single-device reference on rank 0 (then
  * shared): the prompt's logits, the greedy continuation, a batch of sequences and its
  * decode steps. */
@@ -81,8 +94,15 @@ void scenario_init(void);
 void scenario_free(void);
 /* The uneven --tensor-split of the split.* cases at world size n: "3,1" at 2, ... */
 const char *uneven_split(int n);
+/* rows x n_vocab device floats -> a malloc'd host copy. */
+float *download_rows(const float *dev, int rows);
 
-void session_run(drv_case *c);   /* arg[0] = mode, arg[1] = 1 for the uneven split */
+/* ---- the sessions and the forward cases' checks (lab05_session.c) ------------------------ */
+
+/* Three sessions per mode: the scenario at an equal split, the prompt at an uneven split,
+ * and the invalid inputs on a state of their own. */
+enum { S_MAIN, S_UNEVEN, S_ERRORS, S_KINDS };
+void session_run(drv_case *c);   /* arg[0] = mode, arg[1] = the session (S_*) */
 void check_prefill(drv_case *c);
 void check_generate(drv_case *c);
 void check_batch(drv_case *c);

@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h> // defines: close, unlink
+#include <unistd.h> // defines: access, close, unlink
 
 #include "ds_gguf.h" // defines: ds_gguf_open, ds_llama_config_read, ds_gguf_dequantize, ds_tiny_llama_write
 #include "lab05.h"
@@ -138,7 +138,8 @@ int ls_load(llm_tensor which, int layer, int64_t row0, int64_t nrows, int64_t co
         return -1;
     }
     if (ncols < cols) /* a block of columns: pack it densely, in place (each row moves left) */
-        for (int64_t r = 0; r < nrows; r++) memmove(full + r * ncols, full + r * cols + col0, (size_t)ncols * sizeof(float));
+        for (int64_t r = 0; r < nrows; r++)
+            memmove(full + r * ncols, full + r * cols + col0, (size_t)ncols * sizeof(float));
     pl_upload(dst, full, (size_t)(nrows * ncols) * sizeof(float));
     free(full);
     g_loaded += (uint64_t)(nrows * ncols);

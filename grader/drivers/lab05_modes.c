@@ -67,17 +67,19 @@ static void split_cuts(float *p, int *np, float *cuts) {
 int mode_chat(void) {
     int P, n_gen = g_tokens, eos = ds_bpe_eos(g_bpe), im_end = ds_bpe_token_id(g_bpe, "<|im_end|>");
     int *prompt = kit_tokens(g_prompt, true, &P);
-    if (P + n_gen + 1 > g_cfg.n_ctx) pl_usage_error("%d prompt tokens + %d more: the model's context is %d", P, n_gen, g_cfg.n_ctx);
+    if (P + n_gen + 1 > g_cfg.n_ctx)
+        pl_usage_error("%d prompt tokens + %d more: the model's context is %d", P, n_gen, g_cfg.n_ctx);
     float p[LS_MAX_RANKS], cuts[LS_MAX_RANKS + 1];
     int np;
     split_cuts(p, &np, cuts);
-    drv_say("# chat on %d rank(s), %s%s\n# %s\n# prompt (%d tokens in the chat template): %s\n", g_n,
-            g_split[0] ? "--tensor-split " : "equal split", g_split, g_model_desc, P, g_prompt);
+    drv_say("# chat on %d rank(s), %s%s; prompt (%d tokens in the chat template): %s\n", g_n,
+            g_split[0] ? "--tensor-split " : "equal split", g_split, P, g_prompt);
     int *seq = calloc((size_t)P + 1, sizeof(int)), *pos = malloc(((size_t)P + 1) * sizeof(int));
-    int *out = malloc(((size_t)n_gen + 1) * sizeof(int));
+    int *out = malloc(((size_t)n_gen + 1) * sizeof(int)), *first = calloc((size_t)n_gen + 1, sizeof(int));
     char *text = malloc(16 * (size_t)n_gen + 64);
-    PL_CHECK(seq && pos && out && text, "out of host memory");
+    PL_CHECK(seq && pos && out && first && text, "out of host memory");
     float *logits = pl_malloc_floats((size_t)P * g_cfg.n_vocab);
+    int n_first = -1, same = 1;
     for (int m = LS_LAYER; m <= LS_TENSOR; m++) {
         ls_params prm = {(ls_mode)m, np ? p : NULL, np, 1, P + n_gen + 1, P, g_micro, g_comm};
         ls_state *st = init_or_say(&prm, MODE_NAME[m]);
@@ -95,12 +97,16 @@ int mode_chat(void) {
         }
         ls_free(st);
         if (!ok) continue;
-        kit_text(out, n, text, 16 * (size_t)n_gen + 64);
-        drv_say("%-6s | prefill %7.1f tok/s | decode %6.1f tok/s | %s\n", MODE_NAME[m], P / t_prefill,
-                n > 1 ? (n - 1) / t_decode : 0.0, text);
+        if (n_first < 0) n_first = n, memcpy(first, out, (size_t)n * sizeof(int));
+        else same &= n == n_first && !memcmp(first, out, (size_t)n * sizeof(int));
+        int shown = n - (out[n - 1] == eos || out[n - 1] == im_end); /* the end marker is not text */
+        kit_text(out, shown, text, 16 * (size_t)n_gen + 64);
+        drv_say("== %s split: prefill %d tokens at %.1f tok/s, decode %d at %.1f tok/s\n%s\n", MODE_NAME[m], P,
+                P / t_prefill, n - 1, n > 1 ? (n - 1) / t_decode : 0.0, text);
     }
+    if (n_first >= 0) drv_say("# %s\n", same ? "every mode generated the same tokens" : "the modes generated different tokens");
     pl_free(logits);
-    free(prompt), free(seq), free(pos), free(out), free(text);
+    free(prompt), free(seq), free(pos), free(out), free(first), free(text);
     return 0;
 }
 

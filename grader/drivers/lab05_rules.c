@@ -160,8 +160,10 @@ void rl_expect_traffic(ls_mode mode, const float *cuts, int r, int n_tok, int n_
 void rl_describe_layers(const float *cuts, int n, int n_layer, char *out, size_t cap) {
     int count[LS_MAX_RANKS] = {0}, len = 0;
     for (int l = 0; l < n_layer; l++) count[rl_owner(cuts, n, n_layer, l)]++;
-    for (int r = 0; r < n && len < (int)cap; r++) len += snprintf(out + len, cap - (size_t)len, "%s%d", r ? "/" : "", count[r]);
-    if (len < (int)cap) snprintf(out + len, cap - (size_t)len, " layers, output on rank %d", rl_owner(cuts, n, n_layer, n_layer));
+    for (int r = 0; r < n && len < (int)cap; r++)
+        len += snprintf(out + len, cap - (size_t)len, "%s%d", r ? "/" : "", count[r]);
+    if (len < (int)cap)
+        snprintf(out + len, cap - (size_t)len, " layers, output on rank %d", rl_owner(cuts, n, n_layer, n_layer));
 }
 
 /* ================================================================================== */
@@ -237,18 +239,26 @@ static void check_cuts(drv_case *c) {
     float one[3] = {1, 1, 1}, cuts[LS_MAX_RANKS + 2];
     if (!drv_failed(c) && ls_cuts(one, 3, 2, cuts) != LS_ERR_SPLIT)
         drv_fail(c, "ls_cuts: 3 proportions for 2 ranks accepted, expected LS_ERR_SPLIT");
-    if (!drv_failed(c) && (ls_cuts(NULL, 0, 0, cuts) != LS_ERR_SPLIT || ls_cuts(NULL, 0, LS_MAX_RANKS + 1, cuts) != LS_ERR_SPLIT))
+    bool bad_n = ls_cuts(NULL, 0, 0, cuts) != LS_ERR_SPLIT || ls_cuts(NULL, 0, LS_MAX_RANKS + 1, cuts) != LS_ERR_SPLIT;
+    if (!drv_failed(c) && bad_n)
         drv_fail(c, "ls_cuts: 0 or %d ranks accepted, expected LS_ERR_SPLIT", LS_MAX_RANKS + 1);
 }
 
-static void check_layer(drv_case *c, const rule_case *rc) {
-    float p[LS_MAX_RANKS], cuts[LS_MAX_RANKS + 1], mine[LS_MAX_RANKS + 1];
+/* The case's split cut by the independent rules (cuts) and by the student's ls_cuts (mine);
+ * the rank count, or -1 (the case failed) when ls_cuts refuses it. */
+static int both_cuts(drv_case *c, const rule_case *rc, float *cuts, float *mine) {
+    float p[LS_MAX_RANKS];
     int np, n = split_of(rc, p, &np);
     rl_cuts(p, np, n, cuts);
-    if (ls_cuts(p, np, n, mine) != LS_OK) {
-        drv_fail(c, "ls_cuts(%s) refused a valid split", rc->split);
-        return;
-    }
+    if (ls_cuts(p, np, n, mine) == LS_OK) return n;
+    drv_fail(c, "ls_cuts(%s) refused a valid split", rc->split);
+    return -1;
+}
+
+static void check_layer(drv_case *c, const rule_case *rc) {
+    float cuts[LS_MAX_RANKS + 1], mine[LS_MAX_RANKS + 1];
+    int n = both_cuts(c, rc, cuts, mine);
+    if (n < 0) return;
     for (int s = 0; s <= rc->a; s++) {
         int got = ls_layer_owner(mine, n, rc->a, s), want = rl_owner(cuts, n, rc->a, s);
         if (got == want) continue;
@@ -261,13 +271,9 @@ static void check_layer(drv_case *c, const rule_case *rc) {
 }
 
 static void check_rows(drv_case *c, const rule_case *rc) {
-    float p[LS_MAX_RANKS], cuts[LS_MAX_RANKS + 1], mine[LS_MAX_RANKS + 1];
-    int np, n = split_of(rc, p, &np);
-    rl_cuts(p, np, n, cuts);
-    if (ls_cuts(p, np, n, mine) != LS_OK) {
-        drv_fail(c, "ls_cuts(%s) refused a valid split", rc->split);
-        return;
-    }
+    float cuts[LS_MAX_RANKS + 1], mine[LS_MAX_RANKS + 1];
+    int n = both_cuts(c, rc, cuts, mine);
+    if (n < 0) return;
     for (int r = 0; r < n; r++) {
         int64_t a, b, ga = -1, gb = -1;
         rl_rows(cuts, n, r, rc->a, &a, &b);
