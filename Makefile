@@ -288,7 +288,7 @@ test-faults: all
 	@MAKE="$(MAKE)" MPIRUN="$(MPIRUN)" B="$(B)" FAULTS=all tests/grader/test_faults.sh
 
 # The single-device llama against llama.cpp's own logits (needs llama-cpp-python, PYTHON=...;
-# fails with one line naming the fix without it). Not part of make test.
+# without it, one line says it was skipped and why). Not part of make test.
 .PHONY: test-llamacpp
 test-llamacpp: libs
 	@B="$(B)" MPICC="$(MPICC)" MPIRUN="$(MPIRUN)" tests/models/check_llamacpp.sh

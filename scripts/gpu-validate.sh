@@ -5,9 +5,11 @@
 #   harness  harness tests on the cuda device: NCCL with one rank, the MPI comm backend
 #            with 2 and 4 ranks sharing the GPU; the watchdog on cuda+mpi
 #   kernels  the CUDA kernels against their CPU references; make bench-kernels
-#   labs     the solutions of Labs 0, 1, 2, 3, 6 through the grader (Lab 2 also in TF32),
-#            and the Lab 1 starter (must score 0)
-#   bench    Lab 2 GEMM efficiency and cost model, Lab 6 step times, harness vs NCCL/cuBLAS
+#   labs     the solutions of Labs 0-6 through the grader (Lab 2 also in TF32; Lab 5 on
+#            SmolLM2 when datasets/cache holds it, else on the tiny llama), and the Lab 1
+#            starter (must score 0)
+#   bench    Lab 2 GEMM efficiency and cost model, Lab 4 step time per schedule, Lab 5
+#            tokens/s per split mode, Lab 6 step times, harness vs NCCL/cuBLAS
 #   train    Lab 6 on Fashion-MNIST (1 rank NCCL; 2 ranks cuda+mpi), when the data is found
 # Each check has its own time limit, so one that hangs costs only its own minutes. Full logs
 # go to OUT_DIR; a short table is printed last (and saved as OUT_DIR/summary.txt) for
@@ -114,6 +116,11 @@ if want labs; then
     PL_TF32=1 grade "lab 2 solution np2 cuda+mpi (PL_TF32=1)" 300 lab-2 SOLUTION=1 NP=2 COMM=mpi
     grade "lab 3 solution np1 cuda+nccl" 300 lab-3 SOLUTION=1 NP=1 COMM=nccl
     grade "lab 3 solution np2,4 cuda+mpi" 400 lab-3 SOLUTION=1 NP="2 4" COMM=mpi
+    grade "lab 4 solution np1 cuda+nccl" 300 lab-4 SOLUTION=1 NP=1 COMM=nccl
+    grade "lab 4 solution np2,4 cuda+mpi" 400 lab-4 SOLUTION=1 NP="2 4" COMM=mpi
+    l5=(); [ -f datasets/cache/SmolLM2-135M-Instruct.Q4_1.gguf ] || l5=(RUBRIC_SCALE=1)
+    grade "lab 5 solution np1 cuda+nccl${l5:+ (tiny llama)}" 300 lab-5 SOLUTION=1 NP=1 COMM=nccl "${l5[@]}"
+    grade "lab 5 solution np2,4 cuda+mpi${l5:+ (tiny llama)}" 400 lab-5 SOLUTION=1 NP="2 4" COMM=mpi "${l5[@]}"
     grade "lab 6 solution np1 cuda+nccl" 300 lab-6 SOLUTION=1 NP=1 COMM=nccl
     grade "lab 6 solution np2 cuda+mpi" 300 lab-6 SOLUTION=1 NP=2 COMM=mpi
 fi
@@ -133,6 +140,19 @@ if want bench; then
             --run scaling --shape 2048,4096,16384 -n 10 -w 2 >>"$log" 2>&1
     done
     grep -E '^(ratio|scaling)' "$log" | while IFS= read -r l; do row "lab2 cuda" "$l"; done
+    log=$OUT/bench-lab4.log
+    : >"$log"
+    for np in 2 4; do
+        timeout 200 mpirun -np $np build/cuda/solutions/lab04 --device cuda --comm mpi --run bench >>"$log" 2>&1
+    done
+    grep -E '^(ratio|bench)' "$log" | while IFS= read -r l; do row "lab4 cuda" "$l"; done
+    log=$OUT/bench-lab5.log
+    : >"$log"
+    for np in 1 2 4; do
+        timeout 300 mpirun -np $np build/cuda/solutions/lab05 --device cuda --comm "$(comm_for $np)" --run bench \
+            >>"$log" 2>&1
+    done
+    grep -E '^(ratio|bench)' "$log" | while IFS= read -r l; do row "lab5 cuda" "$l"; done
     log=$OUT/bench-lab6.log
     : >"$log"
     for np in 1 2; do

