@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../harness/tap.h" // defines: tap_check, tap_finish (and includes pl.h)
+#include "kcheck.h"         // defines: rel_err, rel_err_ff, check_rel, dev_poisoned, check_dev
 #include "kern_attention.h"
 #include "kern_bias.h"
 #include "kern_embedding.h"
@@ -40,25 +41,6 @@ static double *todouble(const float *x, size_t n) {
 }
 static double *dzeros(size_t n) { return calloc(n + 1, sizeof(double)); }
 static float *fzeros(size_t n) { return calloc(n + 1, sizeof(float)); }
-
-/* ||got - want|| / ||want|| (absolute when want is all zeros) */
-static double rel_err(const float *got, const double *want, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)got[i] - want[i];
-        if (isnan(got[i])) return INFINITY;
-        num += d * d;
-        den += want[i] * want[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
-static void check_rel(const char *what, const float *got, const double *want, size_t n, double tol) {
-    double e = rel_err(got, want, n);
-    char name[160];
-    snprintf(name, sizeof name, "%s (rel err %.2e <= %.0e)", what, e, tol);
-    tap_check(e <= tol, name);
-}
 
 static void check_same(const char *what, const float *a, const float *b, size_t n) {
     tap_check(memcmp(a, b, n * sizeof(float)) == 0, what);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../harness/tap.h" // defines: tap_check, tap_finish (and includes pl.h)
+#include "kcheck.h"         // defines: rel_err, rel_err_ff, check_rel, dev_poisoned, check_dev
 #include "kern_attention.h"
 #include "kern_embedding.h"
 #include "kern_layernorm.h"
@@ -33,31 +34,6 @@ static float *dev_from(const float *h, size_t n) {
     pl_upload(d, h, n * sizeof(float));
     return d;
 }
-static float *dev_poisoned(size_t n) {
-    float *d = pl_malloc_floats(n);
-    pl_poison(d, n, NULL);
-    return d;
-}
-/* download d and compare with the reference: relative Frobenius error and no NaN left */
-static void check_dev(const char *what, const float *d, const float *ref, size_t n, double tol) {
-    float *h = malloc(n * sizeof(float) + 4);
-    pl_device_sync();
-    pl_download(h, d, n * sizeof(float));
-    double num = 0, den = 0;
-    int nan = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (isnan(h[i])) nan = 1;
-        num += ((double)h[i] - ref[i]) * ((double)h[i] - ref[i]);
-        den += (double)ref[i] * ref[i];
-    }
-    double e = den > 0 ? sqrt(num / den) : sqrt(num);
-    char name[200];
-    snprintf(name, sizeof name, "cuda %s vs cpu reference (rel err %.2e <= %.0e%s)", what, e, tol,
-             nan ? ", UNWRITTEN/NaN elements" : "");
-    tap_check(!nan && e <= tol, name);
-    free(h);
-}
-
 static void test_layernorm(int N, int C) {
     size_t n = (size_t)N * C;
     float *x = host_rand(n, -2, 3), *w = host_rand(C, 0.5f, 1.5f), *b = host_rand(C, -1, 1);

@@ -16,6 +16,8 @@
 #include "kern_optim.h"
 #include "kern_xent.h"
 #include "pl.h"
+#include "../harness/tap.h" // defines: tap_check (kcheck.h needs it; this file counts its own checks)
+#include "kcheck.h"         // defines: rel_err, rel_err_ff
 
 static const double REF_TOL = 1e-6; /* float reference vs float64 formula            */
 static const double FD_TOL = 2e-3;  /* analytic gradient vs central differences      */
@@ -26,25 +28,6 @@ static void check(int cond, const char *fmt, double v) {
     printf("%s - ", cond ? "ok" : "not ok");
     printf(fmt, v);
     printf("\n");
-}
-
-static double rel_err(const float *got, const double *want, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)got[i] - want[i];
-        num += d * d;
-        den += want[i] * want[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-static double rel_err_ff(const float *got, const float *want, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)got[i] - want[i];
-        num += d * d;
-        den += (double)want[i] * want[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
 static float *randf(size_t n, uint64_t id, float lo, float hi) {

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../harness/tap.h" // defines: tap_check, tap_finish (and includes pl.h)
+#include "kcheck.h"         // defines: rel_err, rel_err_ff, check_rel, dev_poisoned, check_dev
 #include "kern_argmax.h"
 #include "kern_gather.h"
 #include "kern_gqa.h"
@@ -35,24 +36,6 @@ static float *fcopy(const float *x, size_t n) {
     float *p = malloc(n * sizeof(float) + 4);
     memcpy(p, x, n * sizeof(float));
     return p;
-}
-
-static double rel_err(const float *got, const double *want, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (isnan(got[i])) return INFINITY;
-        double d = (double)got[i] - want[i];
-        num += d * d;
-        den += want[i] * want[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
-static void check_rel(const char *what, const float *got, const double *want, size_t n, double tol) {
-    double e = rel_err(got, want, n);
-    char name[200];
-    snprintf(name, sizeof name, "%s (rel err %.2e <= %.0e)", what, e, tol);
-    tap_check(e <= tol, name);
 }
 
 static void check_same(const char *what, const void *a, const void *b, size_t bytes) {
