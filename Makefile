@@ -251,7 +251,7 @@ CUDA_TEST_BINS := $(patsubst tests/harness/%.c,$(B)/cuda/tests/%,$(filter-out te
                   $(if $(HAVE_NVCC),$(patsubst tests/kernels/%.c,$(B)/cuda/tests/%,$(wildcard tests/kernels/*_cuda.c)) \
                                     $(B)/cuda/bench/bench_kernels)
 define unit_test_rule
-$(B)/cpu/tests/$(basename $(notdir $(1))): $(1) tests/harness/tap.h tests/kernels/kcheck.h $(B)/cpu/libparalab.a
+$(B)/cpu/tests/$(basename $(notdir $(1))): $(1) tests/harness/tap.h tests/harness/check.h $(B)/cpu/libparalab.a
 	@mkdir -p $$(@D)
 	$$(call say,CC,$$@)
 	$$(Q)$$(MPICC) $$(CFLAGS) $$< $(B)/cpu/libparalab.a $$(LDLIBS) -o $$@
@@ -265,7 +265,7 @@ $(B)/cuda/tests/%: tests/harness/%.c tests/harness/tap.h $(B)/cuda/libparalab.a
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
 	$(Q)$(MPICC) $(CFLAGS) $(CUDA_CFLAGS) $< $(B)/cuda/libparalab.a $(LDLIBS) $(CUDA_LDLIBS) -o $@
-$(B)/cuda/tests/%: tests/kernels/%.c tests/harness/tap.h tests/kernels/kcheck.h $(B)/cuda/libparalab.a
+$(B)/cuda/tests/%: tests/kernels/%.c tests/harness/tap.h tests/harness/check.h $(B)/cuda/libparalab.a
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
 	$(Q)$(MPICC) $(CFLAGS) $(CUDA_CFLAGS) -I$(CUDA_HOME)/include $< $(B)/cuda/libparalab.a $(LDLIBS) $(CUDA_LDLIBS) -o $@

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "../harness/tap.h" // defines: tap_check, tap_finish (and includes pl.h)
-#include "kcheck.h"         // defines: rel_err, rel_err_ff, check_rel, dev_poisoned, check_dev
+#include "../harness/check.h" // defines: rel_err, rel_err_ff, check_rel, download, dev_poisoned, check_dev, check_record
 #include "kern_attention.h"
 #include "kern_bias.h"
 #include "kern_embedding.h"
@@ -308,18 +308,6 @@ static void test_embedding(void) {
     check_same("embedding forward dispatcher == ref on cpu", out, out2, no);
     free(wte); free(wpe); free(g); free(out); free(in[0]); free(in[1]); free(o64); free(dwte);
     free(dwpe); free(g64); free(fd); free(out2);
-}
-
-/* The last trace event is a kernel named `name` with the counts its cost function gives. */
-static void check_record(const char *name, double bytes, double flops) {
-    size_t n = pl_trace_count();
-    const pl_trace_event *e = n ? &pl_trace_events()[n - 1] : NULL;
-    char what[160];
-    snprintf(what, sizeof what, "trace: %s records a kernel with its cost function's bytes (%.0f) and flops (%.0f)",
-             name, bytes, flops);
-    tap_check(e && e->kind == PL_OP_KERNEL && e->name && !strcmp(e->name, name) && (double)e->bytes == bytes &&
-                  e->flops == flops && e->t_end >= e->t_start,
-              what);
 }
 
 static void test_recording(void) {

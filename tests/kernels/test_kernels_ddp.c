@@ -16,8 +16,7 @@
 #include "kern_optim.h"
 #include "kern_xent.h"
 #include "pl.h"
-#include "../harness/tap.h" // defines: tap_check (kcheck.h needs it; this file counts its own checks)
-#include "kcheck.h"         // defines: rel_err, rel_err_ff
+#include "../harness/check.h" // defines: rel_err, rel_err_ff, check_rel, download, dev_poisoned, check_dev, check_record
 
 static const double REF_TOL = 1e-6; /* float reference vs float64 formula            */
 static const double FD_TOL = 2e-3;  /* analytic gradient vs central differences      */

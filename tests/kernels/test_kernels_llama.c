@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "../harness/tap.h" // defines: tap_check, tap_finish (and includes pl.h)
-#include "kcheck.h"         // defines: rel_err, rel_err_ff, check_rel, dev_poisoned, check_dev
+#include "../harness/check.h" // defines: rel_err, rel_err_ff, check_rel, download, dev_poisoned, check_dev, check_record
 #include "kern_argmax.h"
 #include "kern_gather.h"
 #include "kern_gqa.h"
@@ -285,18 +285,6 @@ static void test_argmax_gather(void) {
 /* ================================================================================== */
 /* trace records                                                                       */
 /* ================================================================================== */
-
-/* The last trace event is a kernel named `name` with the counts its cost function gives. */
-static void check_record(const char *name, double bytes, double flops) {
-    size_t n = pl_trace_count();
-    const pl_trace_event *e = n ? &pl_trace_events()[n - 1] : NULL;
-    char what[200];
-    snprintf(what, sizeof what, "trace: %s records a kernel with its cost function's bytes (%.0f) and flops (%.0f)",
-             name, bytes, flops);
-    tap_check(e && e->kind == PL_OP_KERNEL && e->name && !strcmp(e->name, name) && (double)e->bytes == bytes &&
-                  e->flops == flops && e->t_end >= e->t_start,
-              what);
-}
 
 static void test_recording(void) {
     enum { N = 8, C = 16, T = 3, H = 4, G = 2, D = 8, S = 2, L = 8 }; /* x, y hold T * H * D = 96 <= N * C */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../harness/tap.h" // defines: tap_check, tap_finish (and includes pl.h)
+#include "../harness/check.h" // defines: rel_err, rel_err_ff, check_rel, download, dev_poisoned, check_dev, check_record
 #include "gpt.h"
 #include "gpt_host.h"
 #include "pl_instrument.h" // defines: pl_trace_events, pl_trace_count (what each call recorded)
@@ -53,26 +54,8 @@ static void *dev_copy(const void *host, size_t bytes) {
     pl_upload(d, host, bytes);
     return d;
 }
-static float *host_copy(const float *dev, size_t n) {
-    float *h = malloc(n * sizeof(float) + 1);
-    pl_download(h, dev, n * sizeof(float));
-    return h;
-}
-
-/* ||got - want|| / ||want|| (absolute when want is all zeros; NaN -> inf) */
-static double rel_err(const float *got, const float *want, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(got[i])) return INFINITY;
-        double d = (double)got[i] - want[i];
-        num += d * d;
-        den += (double)want[i] * want[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
-static void check_rel(const char *what, const float *got, const float *want, size_t n) {
-    double e = rel_err(got, want, n);
+static void check_close(const char *what, const float *got, const float *want, size_t n) {
+    double e = rel_err_ff(got, want, n);
     char name[200];
     snprintf(name, sizeof name, "%s (rel err %.2e <= %.0e)", what, e, g_tol);
     tap_check(e <= g_tol, name);
@@ -87,7 +70,7 @@ static void check_part(const char *what, const float *got, const float *want, co
     for (int i = 0; i < gpt_part_ntensors(part); i++) {
         gpt_tensor_info ti = gpt_tensor(c, part, i, 0);
         size_t n = (size_t)(ti.rows * ti.cols);
-        double e = rel_err(got + ti.offset, want + ti.offset, n);
+        double e = rel_err_ff(got + ti.offset, want + ti.offset, n);
         if (!(e <= worst)) worst = e, worst_name = ti.name;
         if (!first_diff && memcmp(got + ti.offset, want + ti.offset, n * sizeof(float)) != 0) first_diff = ti.name;
     }
@@ -99,7 +82,7 @@ static void check_part(const char *what, const float *got, const float *want, co
 /* The same with the first operand in device memory. */
 static void check_part_dev(const char *what, const float *dev, const float *want, const gpt_config *c,
                            gpt_part part, bool bitwise) {
-    float *got = host_copy(dev, gpt_part_count(c, part));
+    float *got = download(dev, gpt_part_count(c, part));
     check_part(what, got, want, c, part, bitwise);
     free(got);
 }
@@ -252,9 +235,9 @@ static block_run run_block(const block_case *bc, const gpt_config *c, bool recom
         gpt_block_backward_weight(&bc->p, &g, a, ws, NULL);
         r.w = since(m);
     }
-    r.y = host_copy(y, bc->NC);
-    r.dx = host_copy(dx, bc->NC);
-    r.g = host_copy(g.base, g.count);
+    r.y = download(y, bc->NC);
+    r.dx = download(dx, bc->NC);
+    r.g = download(g.base, g.count);
     gpt_acts_free(a);
     pl_free(y);
     pl_free(dx);
@@ -285,8 +268,8 @@ static void test_block(void) {
     gpt_host_block_backward(c, &bc.hp, &hg, &ha, hdx, bc.hdy);
 
     block_run fused = run_block(&bc, c, false, RUN_FUSED, ws);
-    check_rel("block forward vs host reference", fused.y, hy, bc.NC);
-    check_rel("block backward: dx vs host reference", fused.dx, hdx, bc.NC);
+    check_close("block forward vs host reference", fused.y, hy, bc.NC);
+    check_close("block backward: dx vs host reference", fused.dx, hdx, bc.NC);
     check_part("block backward: every parameter gradient vs host reference", fused.g, hg.base, c, GPT_PART_BLOCK, false);
 
     block_run split = run_block(&bc, c, false, RUN_SPLIT, ws);
@@ -387,8 +370,8 @@ static void test_two_micro_batches(bool recompute) {
     gpt_host_block_backward(c, &bc.hp, &hg, &ha, hdxb, hdy2);
 
     const char *tag = recompute ? " (recompute)" : "";
-    float *got_a = host_copy(dxa, bc.NC), *got_b = host_copy(dxb, bc.NC);
-    double e = fmax(rel_err(got_a, hdxa, bc.NC), rel_err(got_b, hdxb, bc.NC));
+    float *got_a = download(dxa, bc.NC), *got_b = download(dxb, bc.NC);
+    double e = fmax(rel_err_ff(got_a, hdxa, bc.NC), rel_err_ff(got_b, hdxb, bc.NC));
     char name[240];
     snprintf(name, sizeof name, "two micro-batches, inputs overwritten after use%s: each dx vs host (rel err %.2e <= %.0e)",
              tag, e, g_tol);
@@ -516,8 +499,8 @@ static void test_embedding(void) {
     gpt_embed_forward(c, &p, x, tok, NULL);
     recorded f = since(m0);
     gpt_host_embed_forward(c, &hp, hx, htok);
-    float *got = host_copy(x, NC);
-    check_rel("embedding forward vs host reference", got, hx, NC);
+    float *got = download(x, NC);
+    check_close("embedding forward vs host reference", got, hx, NC);
     m0 = mark();
     gpt_embed_backward(c, &g, dx, tok, NULL);
     recorded b = since(m0);
@@ -586,8 +569,8 @@ static void test_head(void) {
     gpt_head_backward(&p, &g, a, dx, scale, ws, NULL);
     recorded b = since(m0);
     gpt_host_head_backward(c, &hp, &hg, &ha, hdx, scale);
-    float *got = host_copy(dx, NC);
-    check_rel("head backward (loss_scale 0.37): dx vs host reference", got, hdx, NC);
+    float *got = download(dx, NC);
+    check_close("head backward (loss_scale 0.37): dx vs host reference", got, hdx, NC);
     check_part_dev("head backward (loss_scale 0.37): lnf and lm gradients vs host reference", g.base, hg.base, c, GPT_PART_HEAD, false);
     double fl, by;
     gpt_head_cost(c, false, &fl, &by);
@@ -599,7 +582,7 @@ static void test_head(void) {
     pl_fill(g.base, 0, g.count, NULL);
     gpt_head_forward(&p, a, x, tgt, ws, NULL);
     gpt_head_backward(&p, &g, a, dx, 1.0f, ws, NULL);
-    float *gg = host_copy(g.base, g.count), *gdx = host_copy(dx, NC);
+    float *gg = download(g.base, g.count), *gdx = download(dx, NC);
     float *hcopy = malloc(NC * sizeof(float));
     memcpy(hcopy, hx, NC * sizeof(float));
     double worst = 0;
@@ -734,17 +717,17 @@ static void test_micro_batches(void) {
     snprintf(name, sizeof name, "%d micro-batches: mean of the micro-batch losses %.7f = whole-batch loss %.7f",
              MICRO, loss_m, loss_w);
     tap_check(fabs(loss_m - loss_w) <= 1e-6 * fabs(loss_w), name);
-    float *want = host_copy(gw.e.base, gw.e.count);
+    float *want = download(gw.e.base, gw.e.count);
     check_part_dev("micro-batches with loss_scale 1/4: embedding gradient = whole batch's", gm.e.base, want, &cw, GPT_PART_EMBED, false);
     free(want);
     for (int l = 0; l < L_LAYERS; l++) {
-        want = host_copy(gw.b[l].base, gw.b[l].count);
+        want = download(gw.b[l].base, gw.b[l].count);
         snprintf(name, sizeof name, "micro-batches with loss_scale 1/4: block %d gradient = whole batch's%s", l,
                  l == 1 ? " (recomputing, W deferred)" : " (W deferred)");
         check_part_dev(name, gm.b[l].base, want, &cw, GPT_PART_BLOCK, false);
         free(want);
     }
-    want = host_copy(gw.h.base, gw.h.count);
+    want = download(gw.h.base, gw.h.count);
     check_part_dev("micro-batches with loss_scale 1/4: head gradient = whole batch's", gm.h.base, want, &cw, GPT_PART_HEAD, false);
     free(want);
 
@@ -772,13 +755,13 @@ static void test_sgd(void) {
     gpt_block_params p;
     gpt_block_params_alloc(&p, c);
     gpt_block_init(&p, c, 0, g_seed);
-    float *hp = host_copy(p.base, p.count), *hg = host_rand(p.count, -1, 1), *want = fzeros(p.count);
+    float *hp = download(p.base, p.count), *hg = host_rand(p.count, -1, 1), *want = fzeros(p.count);
     float *g = dev_copy(hg, p.count * sizeof(float));
     const float lr = 0.125f;
     for (size_t i = 0; i < p.count; i++) want[i] = hp[i] + hg[i] * -lr;
     gpt_sgd_step(p.base, g, p.count, lr, NULL);
-    float *got = host_copy(p.base, p.count);
-    check_rel("sgd step: p -= lr g", got, want, p.count);
+    float *got = download(p.base, p.count);
+    check_close("sgd step: p -= lr g", got, want, p.count);
     free(hp), free(hg), free(want), free(got);
     pl_free(g);
     gpt_block_params_free(&p);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "../harness/tap.h" // defines: tap_check, tap_finish (and includes pl.h)
+#include "../harness/check.h" // defines: rel_err, rel_err_ff, check_rel, download, dev_poisoned, check_dev, check_record
 #include "kern_argmax.h"
 #include "llama.h"
 #include "pl_instrument.h" // defines: pl_trace_events, pl_trace_count (the harness's record)
@@ -30,32 +31,6 @@ static const llm_config CFG = {
 /* ================================================================================== */
 /* Helpers                                                                             */
 /* ================================================================================== */
-
-static float *download(const float *dev, size_t n) {
-    float *h = malloc(n * sizeof(float) + 4);
-    pl_device_sync();
-    pl_download(h, dev, n * sizeof(float));
-    return h;
-}
-
-static double rel_err_fd(const float *got, const double *want, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(got[i])) return INFINITY;
-        num += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
-        den += want[i] * want[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-static double rel_err_ff(const float *got, const float *want, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(got[i])) return INFINITY;
-        num += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
-        den += (double)want[i] * want[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
 
 static void check_err(const char *what, double e, double tol) {
     char name[512];
@@ -248,18 +223,18 @@ static void test_reference(model *m, const ref_model *ref, const char *label) {
     float *got = run(m, tok, seq, pos, NP, LLM_LOGITS_ALL, &rows);
     char what[160];
     snprintf(what, sizeof what, "%s: logits of a %d-token prompt vs the float64 forward", label, NP);
-    check_err(what, got && rows == NP ? rel_err_fd(got, want, (size_t)NP * m->cfg.n_vocab) : INFINITY, REF_TOL);
+    check_err(what, got && rows == NP ? rel_err(got, want, (size_t)NP * m->cfg.n_vocab) : INFINITY, REF_TOL);
 
     /* the cache: a 5-token prefill, then one token per step, each step's logits the row of
      * the full-sequence reference at that position */
     llm_kv_cache_clear(&m->cache, -1);
     int np0 = 5;
     float *pre = run(m, tok, seq, pos, np0, LLM_LOGITS_LAST, &rows);
-    double e = pre && rows == 1 ? rel_err_fd(pre, want + (size_t)(np0 - 1) * m->cfg.n_vocab, m->cfg.n_vocab)
+    double e = pre && rows == 1 ? rel_err(pre, want + (size_t)(np0 - 1) * m->cfg.n_vocab, m->cfg.n_vocab)
                                 : INFINITY;
     for (int t = np0; t < NP; t++) {
         float *step = run(m, tok + t, seq, pos + t, 1, LLM_LOGITS_LAST, &rows);
-        e = fmax(e, step && rows == 1 ? rel_err_fd(step, want + (size_t)t * m->cfg.n_vocab, m->cfg.n_vocab)
+        e = fmax(e, step && rows == 1 ? rel_err(step, want + (size_t)t * m->cfg.n_vocab, m->cfg.n_vocab)
                                       : INFINITY);
         free(step);
     }

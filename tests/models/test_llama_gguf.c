@@ -15,19 +15,13 @@
 #include <unistd.h>
 
 #include "../harness/tap.h" // defines: tap_check, tap_finish (and includes pl.h)
+#include "../harness/check.h" // defines: rel_err, rel_err_ff, check_rel, download, dev_poisoned, check_dev, check_record
 #include "ds_bpe.h"         // defines: ds_bpe_from_gguf, ds_bpe_encode, ds_bpe_decode
 #include "ds_gguf.h"        // defines: ds_tiny_llama_write, ds_tiny_llama_weight, ds_gguf_open
 #include "kern_argmax.h"
 #include "llama.h"
 
 #define SEED 31
-
-static float *download(const float *dev, size_t n) {
-    float *h = malloc(n * sizeof(float) + 4);
-    pl_device_sync();
-    pl_download(h, dev, n * sizeof(float));
-    return h;
-}
 
 /* The largest relative Frobenius error a tensor of this type may have against the floats
  * it was quantised from: Q8_0 rounds to 1/254 of a block's range, Q4 to 1/30 of it. */
