@@ -102,6 +102,10 @@ CPU_OBJ    := $(LIB_C:%.c=$(B)/cpu/obj/%.o) $(B)/cpu/driver.o
 CUDA_OBJ   := $(LIB_C:%.c=$(B)/cuda/obj/%.o) $(B)/cuda/driver.o \
               $(patsubst %.cu,$(B)/cuda/obj/%.cu.o,$(if $(HAVE_NCCL),$(LIB_CU),$(filter-out common/pl_comm_nccl.cu,$(LIB_CU))))
 ENGINE     := $(B)/tools/pl-grade
+# The case runner's own files: shared by both programs of a lab, the referee's, the player's.
+RUNNER_SHARED  := $(wildcard grader/runner/*.c)
+REFEREE_RUNNER := $(filter-out grader/referee/lab%,$(wildcard grader/referee/*.c))
+PLAYER_RUNNER  := $(filter-out grader/player/lab%,$(wildcard grader/player/*.c))
 ENGINE_SRC := $(wildcard grader/engine*.c)
 
 FLAVORS := cpu $(if $(HAVE_NVCC),cuda)
@@ -174,7 +178,6 @@ $(ENGINE): $(ENGINE_SRC) $(wildcard grader/engine*.h) grader/siphash.h
 #   make driver LAB=01-collectives SRC=labs/01-collectives BIN=build/cpu/labs/lab01 FLAVOR=cpu
 ifdef BIN
 DRV_NUM  := $(call lab_num,$(LAB))
-DRV_MAIN := $(wildcard grader/drivers/lab$(DRV_NUM).c grader/drivers/lab$(DRV_NUM)_*.c)
 DRV_SRC  := $(or $(SRCFILES),$(wildcard $(SRC)/*.c))
 DRV_API  := $(B)/$(FLAVOR)/api/$(LAB).syms
 STUDENT_CC := $(MPICC) $(STUDENT_CFLAGS) -Ilabs/$(LAB) $(if $(filter cuda,$(FLAVOR)),$(CUDA_CFLAGS))
@@ -182,6 +185,36 @@ $(BIN).o: $(DRV_SRC) $(wildcard labs/$(LAB)/*.h) $(B)/public.syms $(DRV_API) gra
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
 	$(Q)grader/tools/student-object.sh $@ $(B)/public.syms $(DRV_API) -- $(STUDENT_CC) -- $(DRV_SRC)
+ifneq ($(wildcard grader/cases/lab$(DRV_NUM).c),)
+# The lab's API: the global functions the kit's untouched starter defines (grader/api/),
+# never what the submission defines.
+$(DRV_API): grader/api/$(LAB).syms
+	@mkdir -p $(@D)
+	$(Q)cp $< $@
+# Two programs per lab (grader/runner/driver.h): the referee ($(BIN): the lab's case table
+# and referee half, the harness on the cpu; no student file, no lab header) and the player
+# ($(BIN).player: the case table and player half, linked with the student's object).
+DRV_CASES  := $(wildcard grader/cases/lab$(DRV_NUM).c grader/cases/lab$(DRV_NUM)_*.c)
+DRV_REF    := $(REFEREE_RUNNER) $(wildcard grader/referee/lab$(DRV_NUM).c grader/referee/lab$(DRV_NUM)_*.c)
+DRV_PLY    := $(PLAYER_RUNNER) $(wildcard grader/player/lab$(DRV_NUM).c grader/player/lab$(DRV_NUM)_*.c)
+DRV_HDRS   := $(wildcard grader/runner/*.h grader/cases/*.h grader/referee/*.h grader/player/*.h) grader/siphash.h
+REF_CFLAGS := -Igrader/runner -Igrader/cases -Igrader/referee $(CFLAGS) -DDRV_REFEREE
+PLY_CFLAGS := -Igrader/runner -Igrader/cases -Igrader/player -Ilabs/$(LAB) $(CFLAGS) -DDRV_PLAYER \
+              $(if $(filter cuda,$(FLAVOR)),$(CUDA_CFLAGS) -I$(CUDA_HOME)/include)
+$(BIN): $(RUNNER_SHARED) $(DRV_CASES) $(DRV_REF) $(DRV_HDRS) $(COMMON_H) $(B)/cpu/libparalab.a $(BIN).player
+	@mkdir -p $(@D)
+	$(call say,LINK,$@)
+	$(Q)$(MPICC) $(REF_CFLAGS) $(RUNNER_SHARED) $(DRV_CASES) $(DRV_REF) $(B)/cpu/libparalab.a $(LDLIBS) -o $@
+$(BIN).drv.o: $(RUNNER_SHARED) $(DRV_CASES) $(DRV_PLY) $(DRV_HDRS) $(wildcard labs/$(LAB)/*.h) $(COMMON_H) grader/tools/driver-object.sh
+	@mkdir -p $(@D)
+	$(call say,CC,$@)
+	$(Q)grader/tools/driver-object.sh $@ labs/$(LAB) -- $(MPICC) $(PLY_CFLAGS) -- $(RUNNER_SHARED) $(DRV_CASES) $(DRV_PLY)
+$(BIN).player: $(BIN).drv.o $(BIN).o $(B)/$(FLAVOR)/libparalab.a
+	@mkdir -p $(@D)
+	$(call say,LINK,$@)
+	$(Q)$(MPICC) $(BIN).drv.o $(BIN).o $(B)/$(FLAVOR)/libparalab.a $(LDLIBS) $(if $(filter cuda,$(FLAVOR)),$(CUDA_LDLIBS)) -o $@
+else
+DRV_MAIN := $(wildcard grader/drivers/lab$(DRV_NUM).c grader/drivers/lab$(DRV_NUM)_*.c)
 # The lab's API: the global functions the untouched starter defines.
 $(DRV_API): $(wildcard labs/$(LAB)/*.c labs/$(LAB)/*.h)
 	@mkdir -p $(@D)
@@ -197,6 +230,7 @@ $(BIN): $(BIN).drv.o $(BIN).o $(B)/$(FLAVOR)/libparalab.a
 	@mkdir -p $(@D)
 	$(call say,LINK,$@)
 	$(Q)$(MPICC) $(BIN).drv.o $(BIN).o $(B)/$(FLAVOR)/libparalab.a $(LDLIBS) $(if $(filter cuda,$(FLAVOR)),$(CUDA_LDLIBS)) -o $@
+endif
 driver: $(BIN)
 endif
 

@@ -222,8 +222,61 @@ void pl_init(int *argc, char ***argv) {
     g_initialised = 1;
 }
 
+/* A referee: the harness's cpu device, GEMM, kernels and checks in a process that never
+ * starts MPI (its player does). Rank and world come from the launcher; the harness flags
+ * are taken from argv like pl_init does, and the device asked for is remembered only to
+ * choose the tolerance (PL_TF32=1 loosens it only where the player may run cuda). */
+void pl_init_local(int rank, int world, int *argc, char ***argv) {
+    if (g_initialised) return;
+    g_info.rank = rank;
+    g_info.world = world;
+    g_info.local_rank = rank;
+    g_info.local_world = world;
+    g_info.nodes = 1;
+    gethostname(g_info.host, sizeof g_info.host - 1);
+    pl_install_crash_handlers();
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    const char *dev_flag = take_flag(argc, *argv, "--device");
+    const char *comm_flag = take_flag(argc, *argv, "--comm");
+    const char *seed_flag = take_flag(argc, *argv, "--seed");
+    (void)take_flag(argc, *argv, "--watchdog");
+    (void)take_flag(argc, *argv, "--trace");
+    pl_device_kind want = parse_device(dev_flag ? dev_flag : getenv("PL_DEVICE"), dev_flag ? "--device" : "PL_DEVICE");
+    (void)parse_comm(comm_flag ? comm_flag : getenv("PL_COMM"), comm_flag ? "--comm" : "PL_COMM");
+    const char *seed_s = seed_flag ? seed_flag : getenv("PL_SEED");
+    g_info.seed = 1234;
+    if (seed_s) {
+        char *end = NULL;
+        g_info.seed = strtoull(seed_s, &end, 0);
+        if (!end || *end) pl_usage_error("bad seed '%s'", seed_s);
+    }
+    g_info.blas_threads = 1;
+    g_info.device = PL_DEVICE_CPU;
+    g_info.comm = PL_COMM_MPI;
+    snprintf(g_info.device_why, sizeof g_info.device_why, "a referee computes on the cpu");
+    snprintf(g_info.comm_why, sizeof g_info.comm_why, "a referee talks to no other rank");
+    const char *tf32 = getenv("PL_TF32");
+    g_info.tf32 = want != PL_DEVICE_CPU && tf32 && !strcmp(tf32, "1");
+    g_info.cuda_device = -1;
+    pl_dev = &pl_device_cpu;
+    pl_cb = NULL;
+    pl_dev->init(&g_info);
+    pl_device_setup_streams();
+    pl_trace_start_clock();
+    g_initialised = 2;
+}
+
+void pl_set_world_local(int rank, int world) {
+    g_info.rank = rank;
+    g_info.world = world;
+}
+
 void pl_finalize(void) {
     if (!g_initialised) return;
+    if (g_initialised == 2) {
+        g_initialised = 0;
+        return;
+    }
     pl_device_sync();
     if (g_info.trace) {
         pl_trace_write_chrome(g_info.trace_path);

@@ -15,7 +15,13 @@
 static pl_runtime_info g_info;
 
 pl_runtime_info *pl_info_mutable(void) { return &g_info; }
-const pl_runtime_info *pl_info(void) { return &g_info; }
+/* A copy: a lab that casts the const away changes only the copy, never what the harness
+ * (or its checks) decide by. */
+const pl_runtime_info *pl_info(void) {
+    static _Thread_local pl_runtime_info copy;
+    copy = g_info;
+    return &copy;
+}
 int pl_rank(void) { return g_info.rank; }
 int pl_world(void) { return g_info.world; }
 

@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <sys/types.h>  // defines: uid_t
 
 #include <cjson/cJSON.h>  // defines: cJSON, cJSON_Parse, cJSON_GetObjectItem...
@@ -250,25 +251,42 @@ int processes_of_user(uid_t uid);
 #define PLAN_LINE_MAX (8 * 1024 * 1024)  // the plan record
 #define PLAN_CASES_MAX 200000
 
+/* One referee's connection. */
+typedef struct {
+    int fd;           // -1 after end of file
+    int rank;         // -1 until its hello
+    uint64_t seq;     // records read (other ranks: the signature's number)
+    char *buf;
+    size_t len, cap;
+} chan_peer;
+
 typedef struct {
     char *dir;          // private (mode 0700, random name), one per run
     char *path;         // the listening socket in it
-    char key[33];       // 128 random bits as 32 hex digits
-    int listen_fd;      // -1 once the one connection was accepted
-    int conn_fd;        // -1 until then, and after end of file
-    bool accepted;
-    char *buf;
-    size_t len, cap;
-    size_t line_max;    // the longest line accepted next (the protocol sets it)
+    char key[33];       // 128 random bits as 32 hex digits: handed out after every hello
+    int listen_fd;      // -1 once every rank said hello (or on a flood)
+    int np;
+    const char *lab;
+    chan_peer *peers;   // every connection accepted
+    int npeers, hellos;
+    bool accepted;      // someone connected
+    bool keyed;         // every rank said hello and got the key
+    char *tamper;       // why the channel stopped trusting the run (malloc'd), or NULL
+    size_t line_max;    // the longest record rank 0 may send next (the protocol sets it)
 } channel;
 
-/* A fresh directory and socket under work_dir, owned by `owner` (-1: the engine). */
-void channel_open(channel *ch, const char *work_dir, int serial, uid_t owner);
-/* Accept the one connection if one waits; then no other can connect. */
+/* A fresh directory and socket under work_dir, owned by `owner` (-1: the engine), for a
+ * run of `lab` at np ranks. */
+void channel_open(channel *ch, const char *work_dir, int serial, uid_t owner, const char *lab, int np);
+/* Accept the referees' connections that wait. */
 void channel_accept(channel *ch);
-/* Read what arrived (at most `budget` bytes) and call fn for every complete line;
- * fn(NULL) once for a line over line_max. Stops early when fn returns false. Returns
- * false when fn did. */
+/* The descriptors to poll (the listening socket while it is open, every connection). */
+struct pollfd;
+int channel_pollfds(const channel *ch, struct pollfd *out, int max);
+/* Read what arrived (at most `budget` bytes per connection): hellos and the key exchange
+ * here; rank 0's records go to fn one line at a time (fn(NULL) for a line over line_max);
+ * another rank's only record may be a signed abort. Returns false when fn did, or when the
+ * channel stopped trusting the run (ch->tamper says why). */
 typedef bool (*line_fn)(void *ctx, const char *line, size_t len);
 bool channel_read(channel *ch, size_t budget, line_fn fn, void *ctx);
 void channel_close(channel *ch);
@@ -287,7 +305,7 @@ typedef struct {
 void plan_push(case_plan *p, const char *name, const char *group);
 void plan_free(case_plan *p);
 
-typedef enum { PROTO_HELLO, PROTO_PLAN, PROTO_CASES, PROTO_DONE } proto_stage;
+typedef enum { PROTO_PLAN, PROTO_CASES, PROTO_DONE } proto_stage;
 typedef enum { PROTO_OK, PROTO_RESULT, PROTO_END, PROTO_TAMPERED } proto_event;
 
 typedef struct {

@@ -207,17 +207,7 @@ static bool on_line(void *ctx, const char *line, size_t len)
     double limit = w->cfg->rub->timeout_s;
     if (ev == PROTO_END && limit > EXIT_AFTER_END_S) limit = EXIT_AFTER_END_S;
     s->due = now_seconds() + limit;
-    if (s->proto.stage >= PROTO_CASES && !s->plan_taken) {
-        s->plan_taken = true;
-        if (!w->have_plan) {  // the first plan is what the rubric expects from this world size
-            w->have_plan = true;
-            for (int i = 0; i < s->proto.plan.count; i++)
-                plan_push(&w->plan, s->proto.plan.v[i].name, s->proto.plan.v[i].group);
-            w->outcome = xmalloc((size_t)(w->plan.count ? w->plan.count : 1) * sizeof *w->outcome);
-            for (int i = 0; i < w->plan.count; i++) w->outcome[i] = -1;
-            w->open = w->plan.count;
-        }
-    }
+    if (s->proto.stage >= PROTO_CASES) s->plan_taken = true;
     if (ev == PROTO_RESULT) {
         classify(w, first_index(s, s->proto.result_index), s->proto.result_cls, s->proto.result_detail,
                  s->proto.result_json);
@@ -343,15 +333,76 @@ static void build_argv(strlist *argv, const run_config *cfg, int np, const rubri
     }
 }
 
-/* The run's environment: the engine's, plus this run's channel. */
+/* The run's environment: the engine's, plus this run's channel (its key never: the
+ * referees get it over the channel, engine_channel.c). */
 static void build_env(strlist *env, const run_config *cfg, const channel *ch)
 {
     for (char **e = cfg->envp; e && *e; e++) strlist_push(env, *e);
-    char *sock = xasprintf("PL_RESULTS_SOCK=%s", ch->path), *key = xasprintf("PL_RESULTS_KEY=%s", ch->key);
+    char *sock = xasprintf("PL_RESULTS_SOCK=%s", ch->path);
     strlist_push(env, sock);
-    strlist_push(env, key);
     free(sock);
-    free(key);
+}
+
+/* The plan comes from the engine: the driver's referee lists the cases of world size np
+ * (`--list --world N` with the run's arguments; it links no student code), and the run
+ * must announce exactly that. Returns false with the reason when the list fails. */
+static bool list_plan(world *w, const rubric_run *extra, char **why)
+{
+    const run_config *cfg = w->cfg;
+    strlist argv = {0};
+    strlist_push(&argv, cfg->driver);
+    strlist_push(&argv, "--list");
+    strlist_push(&argv, "--world");
+    char np_text[16];
+    snprintf(np_text, sizeof np_text, "%d", w->np);
+    strlist_push(&argv, np_text);
+    if (cfg->filter) {
+        strlist_push(&argv, "--filter");
+        strlist_push(&argv, cfg->filter);
+    }
+    const rubric *rub = cfg->rub;
+    strlist_push_all(&argv, cfg->test_scale && rub->have_test_args ? &rub->test_args : &rub->args);
+    if (extra) strlist_push_all(&argv, &extra->args);
+    child_limits lim = cfg->limits;
+    lim.cpu_s = 120;
+    child_run ch = {.argv = argv.items, .envp = cfg->envp, .limits = &lim, .total_s = 120};
+    child_run_exec(&ch);
+    bool ok = !ch.timed_out && !ch.hit_cap && !ch.term_signal && ch.exit_code == 0 && !ch.exec_failed &&
+              ch.out.total <= CAPTURE_HALF;
+    if (!ok) {
+        char *line = capture_reason(&ch.err);
+        *why = ch.out.total > CAPTURE_HALF && ch.exit_code == 0
+                   ? xstrdup("the driver's list of cases is longer than the engine reads")
+                   : xasprintf("the driver could not list its cases (exit %d)%s%s", ch.exit_code, line ? ": " : "",
+                               line ? line : "");
+        free(line);
+    } else {
+        char *text = capture_text(&ch.out);
+        for (char *save = NULL, *ln = strtok_r(text, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
+            char *sp = strchr(ln, ' ');
+            if (!sp) continue;
+            *sp = '\0';
+            if (!valid_name(ln) || !valid_name(sp + 1)) {
+                ok = false;
+                *why = xstrdup("the driver listed a case without a valid name and group");
+                break;
+            }
+            plan_push(&w->plan, ln, sp + 1);
+        }
+        free(text);
+    }
+    contain_kill_descendants();
+    child_run_free(&ch);
+    strlist_free(&argv);
+    if (!ok) {
+        plan_free(&w->plan);
+        return false;
+    }
+    w->have_plan = true;
+    w->outcome = xmalloc((size_t)(w->plan.count ? w->plan.count : 1) * sizeof *w->outcome);
+    for (int i = 0; i < w->plan.count; i++) w->outcome[i] = -1;
+    w->open = w->plan.count;
+    return true;
 }
 
 /* After a tampering: the running case is `tampered`; between cases, a stray result makes
@@ -407,9 +458,11 @@ static void judge_finish(run_state *s, const channel *chan, const child_run *ch)
 {
     proto_state *p = &s->proto;
     bool ended = !ch->timed_out && !ch->hit_cap && !ch->interrupted && !ch->term_signal && !ch->distrusted;
+    if (chan->tamper && !p->tamper) p->tamper = xstrdup(chan->tamper);
     if (p->tamper || !ended) return;
-    // connected and then silent: the first record must be the hello, and it never came
-    if (chan->accepted && p->stage == PROTO_HELLO) p->tamper = xstrdup("the driver connected but sent no hello record");
+    // every referee got the key, and rank 0 then said nothing: its first record is the plan
+    if (chan->keyed && p->stage == PROTO_PLAN && ch->exit_code == 0)
+        p->tamper = xstrdup("the driver ran without sending its plan");
     // a driver exits 0 when every case passed and 1 otherwise; the other code after an
     // end record means the records did not come from the driver's own finish
     if (p->stage == PROTO_DONE && (ch->exit_code == 0 || ch->exit_code == 1) && ch->exit_code != (p->failed ? 1 : 0)) {
@@ -497,8 +550,15 @@ void run_world(const run_config *cfg, int np, const rubric_run *extra, case_list
     char *start_after = NULL;
     char *wname = world_name(&w);
     for (int restarts = 0;; restarts++) {
+        if (restarts == 0 && !w.have_plan) {
+            char *why = NULL;
+            if (!list_plan(&w, extra, &why)) {
+                stand_in(&w, NULL, CL_ERROR, why);
+                break;
+            }
+        }
         channel chan;
-        channel_open(&chan, cfg->work_dir, ++serial, sb && sb->drop_root ? SANDBOX_UID : (uid_t)-1);
+        channel_open(&chan, cfg->work_dir, ++serial, sb && sb->drop_root ? SANDBOX_UID : (uid_t)-1, cfg->rub->lab, np);
         strlist argv = {0}, env = {0}, full = {0};
         build_argv(&argv, cfg, np, extra, &w.skipped, start_after);
         build_env(&env, cfg, &chan);
@@ -516,8 +576,8 @@ void run_world(const run_config *cfg, int np, const rubric_run *extra, case_list
         if (sb) sandbox_argv(&full, sb, chan.dir, argv.items);
 
         run_state s = {.w = &w, .chan = &chan, .due = now_seconds() + cfg->rub->timeout_s};
-        if (w.have_plan) rest_of_plan(&s, &w, start_after);
-        proto_init(&s.proto, chan.key, cfg->rub->lab, np, w.have_plan ? &s.expected : NULL);
+        rest_of_plan(&s, &w, start_after);
+        proto_init(&s.proto, chan.key, cfg->rub->lab, np, &s.expected);
         chan.line_max = proto_line_max(&s.proto);
         child_run ch = {.argv = sb ? full.items : argv.items, .envp = env.items, .limits = &lim,
                         .drop_root = sb && sb->drop_root, .chan = &chan, .on_line = on_line,

@@ -31,6 +31,7 @@ volatile int engine_interrupted;
 #define KILL_GRACE_S 2.0       // SIGTERM, then SIGKILL this much later
 #define DRAIN_AFTER_EXIT_S 1.0 // how long leftover grandchildren may keep the pipes open
 #define READ_BUDGET (1 << 20)  // bytes per stream per poll round, so no stream starves others
+#define CHANNEL_POLL_MAX 2100  // the listening socket and every connection (2 per rank + 8 at most)
 
 /* ---------------------------------------------------------------- capture */
 
@@ -290,9 +291,9 @@ void child_run_exec(child_run *r)
     double kill_at = 0, reaped_at = 0;
     bool killing = false, hard_killed = false, reaped = false;
     for (;;) {
-        struct pollfd fds[4] = {{streams[0].fd, POLLIN, 0}, {streams[1].fd, POLLIN, 0},
-                                {ch ? ch->listen_fd : -1, POLLIN, 0}, {ch ? ch->conn_fd : -1, POLLIN, 0}};
-        poll(fds, 4, POLL_MS);  // negative fds are ignored; EINTR just means look again
+        struct pollfd fds[2 + CHANNEL_POLL_MAX] = {{streams[0].fd, POLLIN, 0}, {streams[1].fd, POLLIN, 0}};
+        int nfds = 2 + (ch ? channel_pollfds(ch, fds + 2, CHANNEL_POLL_MAX) : 0);
+        poll(fds, (nfds_t)nfds, POLL_MS);  // negative fds are ignored; EINTR just means look again
         for (int i = 0; i < 2; i++) stream_read(r, &streams[i], !killing);
         if (ch && !r->distrusted) {
             channel_accept(ch);

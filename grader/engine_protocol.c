@@ -1,11 +1,10 @@
-/* engine_protocol.c - the driver protocol, version 2, one record at a time.
+/* engine_protocol.c - the driver protocol, version 3: rank 0's records, one at a time.
  *
- * A run's records, one per line on the results channel: a JSON object, a tab, and the
- * record's signature - SipHash-2-4 under the run's key of the record's number (0 for the
- * hello) and the JSON, 16 hex digits (grader/siphash.h). The key never travels: the driver
- * took it from its environment before MPI started. Then
- *   {"event":"hello","protocol":2,"lab":L,"np":N}              first
- *   {"event":"plan","cases":[{"case":C,"group":G},...]}        every case it will run
+ * The referees' hellos and the key exchange are the channel's (engine_channel.c). Then
+ * rank 0's referee sends one record per line: a JSON object, a tab, and the record's
+ * signature - SipHash-2-4 under the run's key of the record's number (0 for the plan) and
+ * the JSON, 16 hex digits (grader/siphash.h):
+ *   {"event":"plan","cases":[{"case":C,"group":G},...]}        first: every case it will run
  *   {"event":"begin","case":C}                                 the next planned case
  *   {"event":"result","case":C,"group":G,"verdict":V,"message":M,...numbers}
  *   {"event":"end","cases":K,"failed":F}
@@ -22,7 +21,6 @@
 #include "engine.h"
 #include "siphash.h" // defines: siphash_record, siphash_key_from_hex
 
-#define PROTOCOL_VERSION 2
 #define MESSAGE_MAX 400    // bytes of a driver message kept
 #define FIELDS_MAX 128     // fields of one result record
 #define FIELD_NAME_MAX 64
@@ -49,8 +47,10 @@ void plan_free(case_plan *p)
 
 void proto_init(proto_state *p, const char *key, const char *lab, int np, const case_plan *expected)
 {
+    /* protocol 3: the hellos are the channel's (engine_channel.c); rank 0's first record
+     * is the plan */
     *p = (proto_state){.key = key, .lab = lab, .np = np, .expected = expected, .pending = -1, .last_result = -1,
-                       .result_index = -1};
+                       .result_index = -1, .stage = PROTO_PLAN};
     if (siphash_key_from_hex(key, p->mac_key) != 0) die_engine("internal: a run key that is not 32 hex digits");
 }
 
@@ -106,31 +106,7 @@ static bool field_name_ok(const char *k)
            strspn(k, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") == n;
 }
 
-/* ---------------------------------------------------------------- hello and plan */
-
-static proto_event on_hello(proto_state *p, const cJSON *o, const char *event)
-{
-    if (strcmp(event, "hello")) {
-        char *q = quoted(event);
-        char *why = xasprintf("the first record is '%s', not the driver's hello", q);
-        free(q);
-        return distrust(p, why);
-    }
-    double version, np;
-    if (!number_field(o, "protocol", &version) || version != PROTOCOL_VERSION)
-        return distrust(p, xasprintf("the driver does not speak protocol %d", PROTOCOL_VERSION));
-    const char *lab = string_field(o, "lab");
-    if (!lab || strcmp(lab, p->lab)) {
-        char *q = quoted(lab);
-        char *why = xasprintf("the driver is for lab '%s', not '%s'", q, p->lab);
-        free(q);
-        return distrust(p, why);
-    }
-    if (!number_field(o, "np", &np) || np != p->np)
-        return distrust(p, xasprintf("the driver does not run with %d ranks", p->np));
-    p->stage = PROTO_PLAN;
-    return PROTO_OK;
-}
+/* ---------------------------------------------------------------- the plan */
 
 static int by_name(const void *a, const void *b)
 {
@@ -321,6 +297,16 @@ static proto_event on_end(proto_state *p, const cJSON *o)
     return PROTO_END;
 }
 
+/* Rank 0's referee stopped the run (its player broke the protocol, or a relay was altered). */
+static proto_event on_abort(proto_state *p, const cJSON *o)
+{
+    char *q = xstrdup(string_field(o, "why") ? string_field(o, "why") : "(no reason)");
+    flatten_text(q, 300);
+    char *why = xasprintf("rank 0's referee stopped the run: %s", q);
+    free(q);
+    return distrust(p, why);
+}
+
 /* ---------------------------------------------------------------- one line */
 
 proto_event proto_feed(proto_state *p, const char *line, size_t len)
@@ -361,7 +347,7 @@ proto_event proto_feed(proto_state *p, const char *line, size_t len)
     const char *event = string_field(o, "event");
     proto_event ev;
     if (!event) ev = distrust(p, xstrdup("a record without an event"));
-    else if (p->stage == PROTO_HELLO) ev = on_hello(p, o, event);
+    else if (!strcmp(event, "abort")) ev = on_abort(p, o);
     else if (p->stage == PROTO_PLAN) ev = on_plan(p, o, event);
     else if (!strcmp(event, "begin")) ev = on_begin(p, o);
     else if (!strcmp(event, "result")) ev = on_result(p, o);

@@ -44,6 +44,10 @@ void pl_device_teardown_streams(void);
  * collectives on the comm stream). NULL: nothing is ever pending. */
 void pl_device_set_drain(void (*drain)(pl_stream *s));
 
+/* -- top: a process that never starts MPI (the grader's referee) ---------------------- */
+void pl_init_local(int rank, int world, int *argc, char ***argv);
+void pl_set_world_local(int rank, int world);
+
 /* -- comm ---------------------------------------------------------------------------- */
 void pl_comm_setup_world(void);
 void pl_comm_teardown(void);

@@ -18,7 +18,7 @@ rm -rf "$dir"
 mkdir -p "$dir"
 objs=()
 for src in "$@"; do
-    obj=$dir/$(basename "${src%.c}").o
+    obj=$dir/${#objs[@]}-$(basename "${src%.c}").o
     "${cc[@]}" -c "$src" -o "$obj" || exit 1
     objs+=("$obj")
 done

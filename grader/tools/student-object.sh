@@ -1,25 +1,29 @@
 #!/usr/bin/env bash
-# student-object.sh - compile a student's lab files into one object the driver can trust to
-# link with, or refuse them. Called by the Makefile's driver rule (make driver / make lab-N).
+# student-object.sh - compile a student's lab files into one object the player can link
+# with, or refuse them. Called by the Makefile's driver rule (make driver / make lab-N).
 #
 #   grader/tools/student-object.sh OUT.o PUBLIC.syms API.syms -- CC CFLAGS... -- SRC.c...
 #
+# Allow-lists, never deny-lists (docs/grader.md, "The student's object"):
 #  1. each source is compiled with the PUBLIC include path only (no internal headers);
-#  2. each object is checked, and refused with a line "forbidden: <file> <why>" (the
-#     grading engine classifies the build "forbidden") when it
-#       - calls MPI, NCCL or CUDA directly (any MPI_/PMPI_/ompi_/nccl/cuda/cublas symbol),
-#       - calls a harness function that is not public (pl_cb, pl_metrics_reset,
-#         pl_trace_record, ...: every pl_/kern_/ds_/gpt_/llm_ symbol must be declared in a
-#         public header, PUBLIC.syms),
-#       - calls what a lab never needs and a forger would: processes (fork, exec, kill,
-#         system, exit, pl_init/pl_finalize), files and sockets (open, fopen, socket,
-#         connect, write, dup, close), the dynamic loader (dlsym), raw syscalls,
-#         signal handlers, the environment block,
-#       - holds a raw system-call instruction, or a constructor/destructor (code that would
-#         run before the grader's own start-up: .init_array, .ctors, ...);
-#  3. the objects are merged (ld -r) and every global symbol that is not the lab's API
-#     (API.syms: what the untouched starter defines) is made local, so nothing the student
-#     defines can replace a function of the driver, the harness or the C library.
+#  2. the merged object may call only
+#       - the harness's public functions (PUBLIC.syms: every pl_/kern_/ds_/gpt_/llm_
+#         function a public header declares, but the file readers),
+#       - the functions its lab's headers declare (the lab's API and the kit's helpers
+#         for it, e.g. ls_load),
+#       - libm, and the short list of pure C library functions below (memory, strings,
+#         sorting, formatting into buffers or stdout/stderr, the compiler's helpers);
+#     anything else is refused with a line "forbidden: <file> calls <symbol> ..." (the
+#     grading engine classifies the build "forbidden");
+#  3. its sections are code, read-only data, data, bss, debug information and the
+#     assembler's bookkeeping only: no constructor, destructor, .init or .fini code, no
+#     thread-local data, no section the loader would run or treat specially; no GNU
+#     indirect function (its resolver runs when the program is loaded);
+#  4. no raw system-call instruction;
+#  5. the objects are merged (ld -r) and every global symbol that is not the lab's API
+#     (API.syms: what the kit's untouched starter defines, grader/api/) is made local, so
+#     nothing the student defines can replace a function of the driver, the harness or
+#     the C library.
 set -u
 out=$1 public=$2 api=$3
 shift 3
@@ -33,39 +37,46 @@ dir=$out.d
 rm -rf "$dir"
 mkdir -p "$dir"
 
-# What a lab's code never needs and a forger would use (undefined symbols).
-deny_re='^(_?_?(MPI|PMPI|MPIX|ompi|OMPI|opal|pmix|PMIx|mpi)_|nccl|pnccl|cuda|cublas|cu[A-Z]|__cuda)'
-deny_sys=' fork vfork clone clone3 __clone execve execv execvp execvpe execl execlp execle fexecve
- posix_spawn posix_spawnp system popen pclose kill killpg tgkill tkill sigqueue ptrace prctl
- syscall setsid setpgid setpgrp daemon open open64 __open_2 __open64_2 openat openat64 creat
- creat64 fopen fopen64 freopen freopen64 fdopen opendir socket socketpair connect bind listen
- accept accept4 send sendto sendmsg write pwrite pwrite64 writev pwritev dup dup2 dup3 mmap
- mmap64 mprotect dlopen dlsym dlvsym dlmopen unlink unlinkat rename renameat link linkat
- symlink symlinkat chmod fchmod chown truncate ftruncate mkdir rmdir remove ioctl fcntl
- fcntl64 signal sigaction sysv_signal bsd_signal environ __environ program_invocation_name
- process_vm_readv process_vm_writev pidfd_open pidfd_send_signal splice tee sendfile exit _exit
- _Exit quick_exit close pl_init pl_finalize '
-lib_re='^(pl|plc|drv|kern|ds|gpt|llm)_'
+# What a lab's code may call besides the kit: pure functions of the C library and libm.
+libc_ok=' memcpy memmove memset memcmp memchr strlen strnlen strcmp strncmp strchr strrchr strstr
+ strcpy strncpy strcat strncat strspn strcspn strtok_r strdup strndup malloc calloc realloc free
+ aligned_alloc posix_memalign qsort bsearch abs labs llabs div ldiv lldiv strtol strtoul strtoll
+ strtoull strtod strtof atoi atol atoll atof toupper tolower isalpha isdigit isalnum isspace
+ isupper islower isxdigit isprint ispunct snprintf vsnprintf sprintf vsprintf sscanf printf
+ vprintf fprintf vfprintf puts putchar fputs fputc fflush stdout stderr __assert_fail
+ __stack_chk_fail __errno_location __ctype_b_loc __ctype_toupper_loc __ctype_tolower_loc
+ __printf_chk __fprintf_chk __vfprintf_chk __vprintf_chk __snprintf_chk __vsnprintf_chk
+ __sprintf_chk __vsprintf_chk __memcpy_chk __memmove_chk __memset_chk __strcpy_chk
+ __strncpy_chk __strcat_chk __strncat_chk __isoc99_sscanf __isoc23_strtol __isoc23_strtoul
+ __isoc23_strtoll __isoc23_strtoull __isoc23_sscanf __udivti3 __divti3 __umodti3 __modti3
+ __popcountdi2 __muldc3 __mulsc3 __divdc3 __divsc3 '
+libm_ok=' sqrt sqrtf exp expf exp2 exp2f expm1 expm1f log logf log2 log2f log10 log10f log1p
+ log1pf pow powf fabs fabsf fmax fmaxf fmin fminf fma fmaf tanh tanhf sinh cosh erf erff erfc
+ erfcf sin sinf cos cosf tan tanf asin acos atan atan2 atan2f sincos sincosf floor floorf ceil
+ ceilf round roundf lround lroundf llround trunc truncf rint rintf lrint lrintf nearbyint
+ nearbyintf fmod fmodf remainder copysign copysignf frexp frexpf ldexp ldexpf scalbn scalbnf
+ hypot hypotf cbrt cbrtf modf modff ilogb logb '
+allowed=" $(printf '%s %s' "$libc_ok" "$libm_ok" | tr -s ' \n' '  ') "
+section_ok_re='^\.(text|rodata|data|bss)(\..*)?$|^\.debug_|^\.zdebug_|^\.(comment|note\.GNU-stack|note\.gnu\.property|eh_frame|group|symtab|strtab|shstrtab|llvm_addrsig)$|^\.rela?\.(text|rodata|data|eh_frame|debug_)'
+
+# The lab's headers name its API and the kit's helpers a student may call.
+labdir=
+for a in "${cc[@]}"; do case $a in -Ilabs/*) labdir=${a#-I} ;; esac; done
+header_names=" $(cat "$labdir"/*.h 2>/dev/null | grep -oE '\b[A-Za-z_][A-Za-z0-9_]*\b' | sort -u | tr '\n' ' ') "
 
 status=0
 objs=()
 for src in "${srcs[@]}"; do
-    obj=$dir/$(basename "${src%.c}").o
+    obj=$dir/${#objs[@]}-$(basename "${src%.c}").o
     "${cc[@]}" -c "$src" -o "$obj" || exit 1
     objs+=("$obj")
     why=()
-    while read -r sym; do
-        [ -n "$sym" ] || continue
-        if [[ $sym =~ $deny_re ]]; then
-            why+=("calls $sym (MPI, NCCL or CUDA directly: use the harness's pl_ calls)")
-        elif [[ "$deny_sys" == *" $sym "* ]]; then
-            why+=("calls $sym (starting or ending processes, files, sockets, signals and system calls are not part of a lab)")
-        elif [[ $sym =~ $lib_re ]] && ! grep -qx "$sym" "$public"; then
-            why+=("calls $sym (an internal function of the harness or the grader: only the public API is allowed)")
-        fi
-    done < <(nm -u --format=posix "$obj" | awk '{print $1}' | sed 's/@.*//')
-    if readelf -S --wide "$obj" | grep -Eq '\.(init_array|fini_array|preinit_array|ctors|dtors)\b'; then
-        why+=("defines a constructor or destructor (code that would run before or after the grader's own)")
+    while read -r name; do
+        [ -n "$name" ] || continue
+        [[ $name =~ $section_ok_re ]] || why+=("has the section $name (only code, data and debug information: nothing the loader runs or treats specially)")
+    done < <(readelf -S --wide "$obj" | sed -n 's/^ *\[ *[0-9]*\] \([^ ]*\) .*/\1/p' | grep -v '^$' | grep -v '^NULL$')
+    if nm --format=posix "$obj" | awk '$2 == "i"' | grep -q .; then
+        why+=("defines a GNU indirect function (its resolver would run when the program is loaded)")
     fi
     if objdump -d "$obj" | grep -Eq $'\t(syscall|sysenter|int +\\$0x80)\\b'; then
         why+=("holds a raw system-call instruction")
@@ -83,5 +94,27 @@ if [ ${#objs[@]} -eq 0 ]; then
     exit 0
 fi
 ld -r -o "$dir/merged.o" "${objs[@]}" || exit 1
+# What the merged object still needs from outside: the allow-lists above, or refused.
+while read -r sym; do
+    [ -n "$sym" ] || continue
+    if grep -qx "$sym" "$public" || [[ "$allowed" == *" $sym "* ]] || [[ "$header_names" == *" $sym "* ]]; then
+        continue
+    fi
+    # which file calls it, for the message
+    who=${srcs[0]}
+    for i in "${!objs[@]}"; do
+        if nm -u --format=posix "${objs[$i]}" | awk '{print $1}' | sed 's/@.*//' | grep -qx "$sym"; then who=${srcs[$i]}; break; fi
+    done
+    case $sym in
+    MPI_* | PMPI_* | ompi_* | nccl* | cuda* | cublas* | cu[A-Z]*)
+        echo "forbidden: $who calls $sym (MPI, NCCL or CUDA directly: use the harness's pl_ calls)" ;;
+    pl_* | kern_* | ds_* | gpt_* | llm_* | drv_* | plc_*)
+        echo "forbidden: $who calls $sym (an internal function of the harness or the grader: only the public API is allowed)" ;;
+    *)
+        echo "forbidden: $who calls $sym (not on the list of what a lab may call: the harness's public API, libm and pure C library functions; docs/grader.md)" ;;
+    esac
+    status=1
+done < <(nm -u --format=posix "$dir/merged.o" | awk '{print $1}' | sed 's/@.*//' | sort -u)
+[ $status -eq 0 ] || exit 1
 objcopy --keep-global-symbols="$api" "$dir/merged.o" "$out" || exit 1
 rm -rf "$dir"

@@ -1,0 +1,257 @@
+/* main.c - the player: the harness, the student's object and the driver's calling code,
+ * started by its referee (never directly: it needs the referee's socket and region).
+ *
+ * It starts MPI and the device, says it is ready, confines itself with the play filter
+ * (grader/runner/confine.c) and then only obeys its referee: run a case's play() on the
+ * slots, stage and time a timed() run, relay the referees' signed values over a private
+ * host communicator, release a case, exit. It judges nothing and signs nothing; the
+ * counters it reports are its own (docs/grader.md says which rubric items read them).
+ *
+ * A mode (make lab-N RUN=MODE) is the student's own program: the referee execs the
+ * player directly and it runs the mode without a referee or a filter. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "confine.h"
+#include "pl_internal.h" // defines: pl_mem_reset_peak
+#include "runner.h"
+
+static unsigned char *g_region;
+static uint64_t g_region_bytes;
+static slot_table g_slots;  /* the case's slots, as the referee published them       */
+static drv_case g_case;     /* the case being played                                  */
+static drv_instance g_inst;
+static bool g_cuda;         /* device buffers are not the region: copy in and out     */
+
+/* ================================================================================== */
+/* Slots as device buffers                                                            */
+/* ================================================================================== */
+
+void *drv_slot(drv_case *c, const char *name) {
+    int i;
+    const wire_slot *s = slot_find(c->slots, name, &i);
+    if (!s) pl_fatal(__FILE__, __LINE__, name, "drv_slot: the case has no slot of that name");
+    return ((slot_table *)c->slots)->dev[i];
+}
+
+float *drv_slot_f(drv_case *c, const char *name) { return drv_slot(c, name); }
+
+/* Copy the whole slot with its red zones: what the player wrote out of bounds on the
+ * device lands where the referee looks. */
+static void slot_span(const wire_slot *s, uint64_t *off, uint64_t *len) {
+    uint64_t padded = (s->bytes + WIRE_ALIGN - 1) / WIRE_ALIGN * WIRE_ALIGN;
+    *off = s->offset - WIRE_GUARD;
+    *len = WIRE_GUARD + padded + WIRE_GUARD;
+}
+
+static void slots_take(void) {
+    const wire_header *h = (const wire_header *)g_region;
+    memset(&g_slots, 0, sizeof g_slots);
+    int n = h->nslots;
+    if (n < 0 || n > WIRE_SLOTS_MAX) pl_fatal(__FILE__, __LINE__, "the case's slot table", "malformed");
+    memcpy(g_slots.v, h->slots, (size_t)n * sizeof g_slots.v[0]);
+    g_slots.n = n;
+    for (int i = 0; i < n; i++) {
+        wire_slot *s = &g_slots.v[i];
+        s->name[WIRE_SLOT_NAME - 1] = '\0';
+        uint64_t off, len;
+        slot_span(s, &off, &len);
+        if (s->offset < WIRE_HEADER_BYTES + WIRE_GUARD || off + len > g_region_bytes || len < s->bytes)
+            pl_fatal(__FILE__, __LINE__, s->name, "a slot outside the shared region");
+        if (!g_cuda) {
+            g_slots.dev[i] = g_region + s->offset;
+        } else {
+            unsigned char *d = pl_malloc(len);
+            g_slots.dev[i] = d + WIRE_GUARD;
+        }
+    }
+}
+
+static void slots_upload(void) {
+    if (!g_cuda) return;
+    for (int i = 0; i < g_slots.n; i++) {
+        uint64_t off, len;
+        slot_span(&g_slots.v[i], &off, &len);
+        pl_upload((unsigned char *)g_slots.dev[i] - WIRE_GUARD, g_region + off, len);
+    }
+}
+
+static void slots_download(void) {
+    if (!g_cuda) return;
+    pl_device_sync();
+    for (int i = 0; i < g_slots.n; i++) {
+        uint64_t off, len;
+        slot_span(&g_slots.v[i], &off, &len);
+        pl_download(g_region + off, (unsigned char *)g_slots.dev[i] - WIRE_GUARD, len);
+    }
+}
+
+static void slots_free(void) {
+    if (g_cuda)
+        for (int i = 0; i < g_slots.n; i++) pl_free((unsigned char *)g_slots.dev[i] - WIRE_GUARD);
+    memset(&g_slots, 0, sizeof g_slots);
+}
+
+/* ================================================================================== */
+/* Commands                                                                           */
+/* ================================================================================== */
+
+void drv_measure(void (*fn)(void *), void *arg, pl_metrics *m) {
+    pl_device_sync();
+    pl_metrics_reset();
+    fn(arg);
+    pl_device_sync();
+    pl_metrics_get(m);
+}
+
+static void play_fn(void *arg) {
+    drv_case *c = arg;
+    c->inst->test->play(c);
+}
+
+static wire_report *report(void) { return &((wire_header *)g_region)->report; }
+
+static void on_play(void) {
+    const wire_header *h = (const wire_header *)g_region;
+    if (h->test_index < 0 || h->test_index >= test_count())
+        pl_fatal(__FILE__, __LINE__, "the case's test", "not in this lab's table");
+    memset(&g_inst, 0, sizeof g_inst);
+    snprintf(g_inst.name, sizeof g_inst.name, "%.*s", (int)sizeof g_inst.name - 1, h->name);
+    snprintf(g_inst.group, sizeof g_inst.group, "%.*s", (int)sizeof g_inst.group - 1, h->group);
+    memcpy(g_inst.arg, h->arg, sizeof g_inst.arg);
+    g_inst.test = &g_lab->tests[h->test_index];
+    free(g_case.state);
+    g_case = (drv_case){.inst = &g_inst, .name = g_inst.name, .arg = g_inst.arg, .rank = pl_rank(),
+                        .world = pl_world(), .slots = &g_slots};
+    slots_take();
+    slots_upload();
+    wire_report r = {0};
+    pl_wire w0, w1;
+    pl_wire_get(&w0);
+    pl_device_sync();
+    pl_mem_reset_peak();
+    r.mem_before = (int64_t)pl_mem_in_use();
+    drv_measure(play_fn, &g_case, &r.m);
+    r.mem_peak = (int64_t)pl_mem_peak();
+    pl_wire_get(&w1);
+    r.wire = (pl_wire){w1.p2p_bytes_sent - w0.p2p_bytes_sent, w1.p2p_msgs_sent - w0.p2p_msgs_sent,
+                       w1.p2p_bytes_recv - w0.p2p_bytes_recv, w1.p2p_msgs_recv - w0.p2p_msgs_recv,
+                       w1.coll_calls - w0.coll_calls, w1.coll_bytes - w0.coll_bytes};
+    slots_download();
+    *report() = r;
+}
+
+static void on_go(uint32_t which) {
+    pl_device_sync();
+    double one = 1;
+    pl_host_allreduce(&one, 1, PL_HOST_SUM, NULL); /* the ranks start together */
+    g_inst.test->timed(&g_case, (int)which);
+    pl_device_sync();
+}
+
+static void on_release(void) {
+    if (g_inst.test && g_inst.test->release) g_inst.test->release(&g_case);
+    pl_device_sync();
+    report()->mem_after = (int64_t)pl_mem_in_use();
+    slots_free();
+    free(g_case.state);
+    g_case.state = NULL;
+    g_inst.test = NULL;
+}
+
+static void on_relay(const void *mine, uint64_t len) {
+    size_t *counts = calloc((size_t)pl_world(), sizeof *counts);
+    PL_CHECK(counts != NULL, "out of host memory");
+    void *all = pl_host_allgatherv(mine, (size_t)len, counts, NULL);
+    size_t total = 0;
+    for (int r = 0; r < pl_world(); r++) total += counts[r];
+    if (!wire_send(WIRE_FD_CTL, REP_RELAY, 0, all, total)) exit(PL_EXIT_FATAL);
+    free(all);
+    free(counts);
+}
+
+static int serve(void) {
+    for (;;) {
+        wire_msg m;
+        void *payload = NULL;
+        if (!wire_recv(WIRE_FD_CTL, &m, &payload, (uint64_t)WIRE_RELAY_MAX + 64)) return PL_EXIT_FATAL;
+        bool reply = true;
+        switch (m.cmd) {
+        case CMD_PLAY: on_play(); break;
+        case CMD_STAGE: slots_upload(); break;
+        case CMD_GO: on_go(m.arg); break;
+        case CMD_COLLECT: slots_download(); break;
+        case CMD_RELEASE: on_release(); break;
+        case CMD_RELAY: on_relay(payload, m.len); reply = false; break;
+        case CMD_EXIT: free(payload); return 0;
+        default: pl_fatal(__FILE__, __LINE__, "a command from the referee", "unknown");
+        }
+        free(payload);
+        if (reply && !wire_send(WIRE_FD_CTL, REP_DONE, 0, NULL, 0)) return PL_EXIT_FATAL;
+    }
+}
+
+/* ================================================================================== */
+/* The process                                                                        */
+/* ================================================================================== */
+
+static bool refereed(void) {
+    struct stat a, b;
+    return fstat(WIRE_FD_CTL, &a) == 0 && S_ISSOCK(a.st_mode) && fstat(WIRE_FD_SHM, &b) == 0 && S_ISREG(b.st_mode);
+}
+
+static int run_mode(void) {
+    for (const drv_mode *m = g_lab->modes; m && m->name; m++)
+        if (!strcmp(m->name, g_flags.run_mode)) return m->fn();
+    pl_usage_error("--run: this lab has no mode '%s' (try --modes)", g_flags.run_mode);
+}
+
+int drv_main(const drv_lab *lab, int argc, char **argv) {
+    g_lab = lab;
+    if (lab->defaults) g_opt = *lab->defaults;
+    bool by_referee = refereed();
+    pl_init(&argc, &argv);
+    parse_flags(argc, argv);
+    if (g_flags.help) {
+        print_usage();
+        pl_finalize();
+        return 0;
+    }
+    bool mode = g_flags.run_mode && strcmp(g_flags.run_mode, "cases") != 0;
+    if (!by_referee && !mode)
+        pl_usage_error("this is the player half of a lab driver: run the driver (%s without .player), which "
+                       "starts it", argv[0]);
+    if (lab->player_init) lab->player_init();
+    if (mode) {
+        int rc = run_mode();
+        pl_finalize();
+        return rc;
+    }
+    struct stat st;
+    if (fstat(WIRE_FD_SHM, &st) != 0 || st.st_size <= (off_t)WIRE_HEADER_BYTES)
+        pl_fatal(__FILE__, __LINE__, "the shared region", "missing or too small");
+    g_region_bytes = (uint64_t)st.st_size;
+    void *p = mmap(NULL, g_region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, WIRE_FD_SHM, 0);
+    if (p == MAP_FAILED) pl_fatal(__FILE__, __LINE__, "mmap(the shared region)", strerror(errno));
+    g_region = p;
+    const wire_header *h = p;
+    if (h->magic != WIRE_MAGIC || h->version != WIRE_VERSION)
+        pl_fatal(__FILE__, __LINE__, "the shared region", "not the referee's (another version?)");
+    g_cuda = pl_info()->device == PL_DEVICE_CUDA;
+    wire_ready r = {.rank = pl_rank(), .world = pl_world(), .device = pl_info()->device, .comm = pl_info()->comm};
+    snprintf(r.device_why, sizeof r.device_why, "%s", pl_info()->device_why);
+    snprintf(r.comm_why, sizeof r.comm_why, "%s", pl_info()->comm_why);
+    if (!wire_send(WIRE_FD_CTL, REP_READY, 0, &r, sizeof r)) return PL_EXIT_FATAL;
+    /* from here on, student code may run: confine first */
+    if (!getenv("PL_NO_SECCOMP") && !confine_play(getpid(), g_cuda))
+        pl_fatal(__FILE__, __LINE__, "seccomp (the play filter)", strerror(errno));
+    int rc = serve();
+    if (g_inst.test) on_release();
+    pl_finalize();
+    return rc;
+}

@@ -1,0 +1,266 @@
+/* lab01.c (referee) - Lab 1's inputs, expected outputs, traffic model, timing and the
+ * nccl-tests table.
+ *
+ * Rank r's input at index i is a function of a seed only the referees know: an integer in
+ * [-1023, 1023], so any sum over up to 8192 ranks is exact in float32 (< 2^24) and two
+ * ranks' values rarely coincide (a wrong root or a missing term shows even at one
+ * element). Every referee can compute every rank's inputs, so each checks its own rank's
+ * output against the expected bits without asking anyone. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lab01.h"
+
+#define SPOT_CHECKS 4096 /* elements checked after each timed run */
+
+typedef struct {
+    lab1_shape s;
+    uint64_t *seeds;    /* every rank's input seed of the current run             */
+    size_t bytes;       /* S: the larger buffer                                   */
+    double wrong;       /* wrong elements over all ranks (the first call)         */
+    double time_us[2], median_us[2], lib_us; /* [out-of-place or in-place]: student */
+} lab1_case;
+
+static float input(uint64_t seed, size_t i) {
+    uint64_t h = (seed ^ (i * 0x9E3779B97F4A7C15ull)) * 0xBF58476D1CE4E5B9ull;
+    return (float)((int)((h >> 33) % 2047) - 1023);
+}
+
+static float sum_over_ranks(const lab1_case *st, int world, size_t i) {
+    float s = 0;
+    for (int r = 0; r < world; r++) s += input(st->seeds[r], i);
+    return s;
+}
+
+/* Element i of this rank's expected output. */
+static float expect(const drv_case *c, const lab1_case *st, size_t i) {
+    const lab1_shape *s = &st->s;
+    switch (s->k->output) {
+    case OUT_ROOT_COPY: return input(st->seeds[s->root], i);
+    case OUT_SUM: return sum_over_ranks(st, c->world, i);
+    case OUT_GATHER: return input(st->seeds[i / s->block], i % s->block);
+    case OUT_SCATTERED_SUM: return sum_over_ranks(st, c->world, (size_t)c->rank * s->block + i);
+    }
+    return NAN;
+}
+
+/* Does this rank have a defined output (reduce: the root only)? */
+static bool checked(const drv_case *c, const lab1_shape *s) { return !s->k->root_only || c->rank == s->root; }
+
+static const float *output(drv_case *c, const lab1_case *st) {
+    if (!st->s.in_place) return drv_slot_host(c, "recv");
+    const float *base = drv_slot_host(c, "buf");
+    return base + (st->s.k->output == OUT_GATHER ? 0 : st->s.mine);
+}
+
+/* The inputs of run `run` (0: the checked call) into the slots. */
+static void write_inputs(drv_case *c, lab1_case *st, int run) {
+    const lab1_shape *s = &st->s;
+    for (int r = 0; r < c->world; r++) st->seeds[r] = drv_case_seed(c, r, run);
+    uint64_t mine = st->seeds[c->rank];
+    if (!s->in_place) {
+        float *send = drv_slot_host(c, "send");
+        for (size_t i = 0; i < s->nsend; i++) send[i] = input(mine, i);
+        return;
+    }
+    /* in place, as NCCL lays it out: all-gather sends from its own block of the output,
+     * reduce-scatter receives into its own block of the input; the rest is poison (the
+     * broadcast's non-roots hold nothing they may send) */
+    float *base = drv_slot_host(c, "buf");
+    size_t total = s->nsend > s->nrecv ? s->nsend : s->nrecv;
+    drv_poison_host(base, total * sizeof(float));
+    bool gather = s->k->output == OUT_GATHER;
+    if (s->k->output == OUT_ROOT_COPY && c->rank != s->root) return;
+    float *in = base + (gather ? s->mine : 0);
+    for (size_t i = 0; i < s->nsend; i++) in[i] = input(mine, i);
+}
+
+void lab1_setup(drv_case *c) {
+    lab1_case *st = drv_state(c, sizeof *st);
+    st->s = lab1_shape_of(c);
+    st->seeds = calloc((size_t)c->world, sizeof *st->seeds);
+    PL_CHECK(st->seeds != NULL, "out of host memory");
+    const lab1_shape *s = &st->s;
+    st->bytes = 4 * (s->nsend > s->nrecv ? s->nsend : s->nrecv);
+    if (!s->in_place) {
+        drv_slot_new(c, "send", s->nsend * sizeof(float), DRV_IN | DRV_CONST);
+        drv_slot_new(c, "recv", s->nrecv * sizeof(float), DRV_OUT);
+    } else {
+        drv_slot_new(c, "buf", st->bytes, DRV_INOUT);
+    }
+    write_inputs(c, st, 0);
+}
+
+void lab1_check(drv_case *c) {
+    lab1_case *st = c->state;
+    const lab1_shape *s = &st->s;
+    double wrong = 0, first = -1, exp_v = 0, got_v = 0;
+    if (c->ran && checked(c, s)) {
+        const float *got = output(c, st);
+        for (size_t i = 0; i < s->nrecv; i++) {
+            float e = expect(c, st, i);
+            if (memcmp(&got[i], &e, sizeof e) == 0) continue;
+            if (wrong++ == 0) first = (double)i, exp_v = e, got_v = got[i];
+        }
+    }
+    double total = st->wrong = drv_sum(wrong);
+    drv_num(c, "count", (double)s->count);
+    drv_num(c, "bytes", (double)st->bytes);
+    drv_num(c, "wrong", total);
+    if (total > 0) {
+        drv_num(c, "first_wrong", drv_max(wrong > 0 ? first : -1));
+        if (wrong > 0)
+            drv_fail(c, "%.0f wrong element(s) in all; here at index %.0f: expected %g, got %g%s", total, first, exp_v,
+                     got_v, isnan(got_v) ? " (never written?)" : "");
+    }
+}
+
+/* Timed run `run`: fresh inputs from fresh seeds. */
+void lab1_refresh(drv_case *c, int run) { write_inputs(c, c->state, run); }
+
+/* ... and its result, at SPOT_CHECKS elements chosen after the run (all of a small one). */
+void lab1_verify(drv_case *c, int run) {
+    lab1_case *st = c->state;
+    const lab1_shape *s = &st->s;
+    if (!checked(c, s) || !s->nrecv) return;
+    const float *got = output(c, st);
+    size_t n = s->nrecv <= SPOT_CHECKS ? s->nrecv : SPOT_CHECKS;
+    for (size_t k = 0; k < n; k++) {
+        size_t i = s->nrecv <= SPOT_CHECKS ? k : (size_t)(drv_unpredictable() % s->nrecv);
+        float e = expect(c, st, i);
+        if (memcmp(&got[i], &e, sizeof e) != 0) {
+            drv_fail(c, "timed run %d: index %zu: expected %g, got %g (a result computed once and repeated?)", run, i,
+                     e, got[i]);
+            return;
+        }
+    }
+}
+
+static int ceil_log2(int n) {
+    int s = 0;
+    while ((1 << s) < n) s++;
+    return s;
+}
+
+/* Counted traffic against the optimum of REFERENCE.md; latency-optimal all-reduces by
+ * messages (ceil(log2 n) per rank: the fold of a non-power of two is in the ceiling). */
+void lab1_model(drv_case *c, drv_model *m) {
+    lab1_case *st = c->state;
+    const lab1_shape *s = &st->s;
+    int n = c->world;
+    m->no_collectives = true;
+    bool small = !strcmp(s->k->name, "allreduce") && st->bytes < LAB1_ALLREDUCE_SMALL_BYTES;
+    if (s->k->model == TRAFFIC_LOG_STEPS || small) {
+        m->msgs_optimal = s->count ? ceil_log2(n) : 0;
+        drv_num(c, "msgs_ratio", 1.0); /* replaced when messages were expected */
+        return;
+    }
+    if (n == 1 || s->count == 0 || (s->k->blocked && s->block == 0)) return;
+    double moved = s->k->blocked ? 4.0 * (double)s->block * n : (double)st->bytes;
+    m->bytes_agg = s->k->model == TRAFFIC_RING ? DRV_BYTES_AVG : DRV_BYTES_MAX;
+    m->bytes_optimal = s->k->model == TRAFFIC_RING ? lab1_busbw(s->k, n) * moved : moved;
+}
+
+/* ================================================================================== */
+/* Timing and the nccl-tests table                                                    */
+/* ================================================================================== */
+
+void lab1_perf(drv_case *c) {
+    lab1_case *st = c->state;
+    const lab1_shape *s = &st->s;
+    if (s->k->rooted && s->root != 0) return; /* nccl-tests times root 0 */
+    int ip = s->in_place, iters = drv_iters_for(st->bytes);
+    pl_timing mine = drv_time_player(c, 0, 1, iters);
+    st->time_us[ip] = mine.mean_us, st->median_us[ip] = mine.median_us;
+    if (ip || drv_failed(c)) return;
+    /* The grading basis: median over timed runs of the slowest rank, against the library
+     * timed the same way in the same run. */
+    double med = mine.median_us;
+    double lib = st->lib_us = drv_time_player(c, 1, 1, iters).median_us;
+    double algbw = (double)st->bytes / med / 1e3;
+    drv_num(c, "time_us", med);
+    drv_num(c, "mean_time_us", mine.mean_us);
+    drv_num(c, "lib_time_us", lib);
+    drv_num(c, "algbw", algbw);
+    drv_num(c, "busbw", algbw * lab1_busbw(s->k, c->world));
+    drv_num(c, "lib_busbw", (double)st->bytes / lib / 1e3 * lab1_busbw(s->k, c->world));
+    if (c->world > 1) drv_num(c, "speed_ratio", lib / med); /* one rank has nothing to compare */
+}
+
+/* The table line being filled: one (collective, size, root), out-of-place and in-place. */
+static struct {
+    const lab1_coll *k;
+    size_t count, block, bytes;
+    int root;
+    bool open;
+    double time_us[2], wrong[2], median_us, lib_us;
+} g_row;
+static double g_busbw_sum;
+static int g_busbw_n, g_world;
+
+static void column(char *out, size_t n, int ip) {
+    double t = g_row.time_us[ip];
+    if (t <= 0) {
+        snprintf(out, n, "%9s %8s %8s %6.0f", "-", "-", "-", g_row.wrong[ip]);
+        return;
+    }
+    double algbw = (double)g_row.bytes / t / 1e3, busbw = algbw * lab1_busbw(g_row.k, g_world);
+    snprintf(out, n, "%9.1f %8.3f %8.3f %6.0f", t, algbw, busbw, g_row.wrong[ip]);
+    g_busbw_sum += busbw;
+    g_busbw_n++;
+}
+
+/* The count column is nccl-tests' per-rank count for all-gather and reduce-scatter (the
+ * block; not rounded down to 4 elements as nccl-tests does: odd blocks are the edge cases
+ * a student's chunking must survive, see the handout). */
+static void flush_row(void) {
+    if (!g_row.open) return;
+    char oop[64], ip[64], med[24] = "-", lib[24] = "-", root[8] = "-1";
+    column(oop, sizeof oop, 0);
+    column(ip, sizeof ip, 1);
+    if (g_row.median_us > 0) snprintf(med, sizeof med, "%.1f", g_row.median_us), snprintf(lib, sizeof lib, "%.1f", g_row.lib_us);
+    if (g_row.k->rooted) snprintf(root, sizeof root, "%d", g_row.root);
+    drv_print("  %-14s %12zu %12zu %6s %5s %5s   %s   %s   %9s %9s\n", g_row.k->name, g_row.bytes,
+              g_row.k->blocked ? g_row.block : g_row.count, "float", g_row.k->redop, root, oop, ip, med, lib);
+    memset(&g_row, 0, sizeof g_row);
+}
+
+void lab1_after_case(const drv_case *c) {
+    lab1_case *st = c->state;
+    const lab1_shape *s = &st->s;
+    if (g_row.open && (g_row.k != s->k || g_row.count != s->count || g_row.root != s->root)) flush_row();
+    if (!g_row.open) {
+        g_row.k = s->k, g_row.count = s->count, g_row.block = s->block, g_row.root = s->root;
+        g_row.bytes = st->bytes, g_row.open = true;
+    }
+    g_row.wrong[s->in_place] = st->wrong;
+    g_row.time_us[s->in_place] = st->time_us[s->in_place];
+    if (!s->in_place) g_row.median_us = st->median_us[0], g_row.lib_us = st->lib_us;
+}
+
+void lab1_teardown(drv_case *c) {
+    lab1_case *st = c->state;
+    free(st->seeds);
+}
+
+void lab1_finish(void) {
+    flush_row();
+    drv_print("# Out of bounds values : 0 OK\n");
+    drv_print("# Avg bus bandwidth    : %g\n", g_busbw_n ? g_busbw_sum / g_busbw_n : 0.0);
+}
+
+void lab1_init(void) {
+    g_world = pl_world();
+    drv_print("# lab01: %d rank(s), sizes %zu..%zu bytes; every timed run has fresh inputs and is checked; time = mean"
+              " and med = median over timed runs of the slowest rank, from the referee's go to the player's done (med:"
+              " the grading basis)\n",
+              g_world, drv_opts()->min_bytes, drv_opts()->max_bytes);
+    drv_print("# %-14s %12s %12s %6s %5s %5s   %-33s   %-33s\n", "", "", "", "", "", "", "out-of-place", "in-place");
+    drv_print("# %-14s %12s %12s %6s %5s %5s   %9s %8s %8s %6s   %9s %8s %8s %6s   %9s %9s\n", "collective", "size",
+              "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong",
+              "med", "lib med");
+    drv_print("# %-14s %12s %12s %6s %5s %5s   %9s %8s %8s %6s   %9s %8s %8s %6s   %9s %9s\n", "", "(B)",
+              "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)");
+}

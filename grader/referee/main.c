@@ -1,0 +1,450 @@
+/* main.c - the referee: one per rank, started by mpirun; it links no student code.
+ *
+ * It takes the engine's channel from its environment (and wipes it), makes itself
+ * undumpable (no process of the same user can read its memory or its /proc files), learns
+ * the run's key from the engine once every rank's referee has said hello (no player exists
+ * before that), then forks and execs its player confined, and runs the lab's cases: inputs
+ * and references here, the student's calls there, verdicts and times here. Records go to
+ * the engine from rank 0's referee, signed; any referee that sees the player break the
+ * protocol or a relay altered says so on its own connection and stops. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "confine.h"
+#include "pl_internal.h" // defines: pl_init_local (the harness without MPI)
+#include "referee.h"
+
+referee_state g_ref = {.engine_fd = -1, .ctl_fd = -1, .region_fd = -1};
+static int g_cases_run, g_cases_failed;
+static const char *g_current_case;
+static char g_player_backends[64] = "device ?, comm ?";
+
+/* ================================================================================== */
+/* The engine's channel                                                               */
+/* ================================================================================== */
+
+extern char **environ;
+
+static void take_env(const char *name, char *out, size_t cap) {
+    size_t n = strlen(name);
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, name, n) != 0 || (*e)[n] != '=') continue;
+        snprintf(out, cap, "%s", *e + n + 1);
+        memset(*e + n + 1, 0, strlen(*e + n + 1)); /* the bytes /proc shows, too */
+    }
+    unsetenv(name);
+}
+
+/* One record: the JSON, a tab, its signature (SipHash-2-4 of the record's number and the
+ * JSON under the run's key, 16 hex digits), a newline. */
+static void chan_send(cJSON *o) {
+    if (g_ref.engine_fd < 0) return;
+    char *s = cJSON_PrintUnformatted(o);
+    PL_CHECK(s != NULL, "out of host memory");
+    size_t n = strlen(s);
+    char *line = malloc(n + SIPHASH_HEX + 3);
+    PL_CHECK(line != NULL, "out of host memory");
+    int k = snprintf(line, n + SIPHASH_HEX + 3, "%s\t%016llx\n", s,
+                     (unsigned long long)siphash_record(g_ref.key, g_ref.engine_seq++, s, n));
+    if (!wire_write_full(g_ref.engine_fd, line, (size_t)k))
+        pl_fatal(__FILE__, __LINE__, "write(results channel)", strerror(errno));
+    free(line);
+    free(s);
+}
+
+static void chan_event(const char *event, const char *name) {
+    if (g_ref.rank != 0) return;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "event", event);
+    if (name) cJSON_AddStringToObject(o, "case", name);
+    chan_send(o);
+    cJSON_Delete(o);
+}
+
+/* Every referee connects and says hello; the engine answers with the run's key once all
+ * ranks have, and takes no connection after that. */
+static void engine_connect(const char *path) {
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0)
+        pl_fatal(__FILE__, __LINE__, "connect(PL_RESULTS_SOCK)", strerror(errno));
+    char hello[256];
+    int n = snprintf(hello, sizeof hello, "{\"event\":\"hello\",\"protocol\":3,\"lab\":\"%s\",\"np\":%d,\"rank\":%d}\n",
+                     g_lab->name, g_ref.world, g_ref.rank);
+    if (!wire_write_full(fd, hello, (size_t)n)) pl_fatal(__FILE__, __LINE__, "write(hello)", strerror(errno));
+    char line[128];
+    size_t got = 0;
+    while (got + 1 < sizeof line) { /* one line: {"event":"key","key":"<32 hex>"} */
+        ssize_t r = read(fd, line + got, 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) pl_fatal(__FILE__, __LINE__, "read(the run's key)", "the engine closed the channel");
+        if (line[got] == '\n') break;
+        got++;
+    }
+    line[got] = '\0';
+    const char *k = strstr(line, "\"key\":\"");
+    char hex[33] = "";
+    if (k) snprintf(hex, sizeof hex, "%.32s", k + 7);
+    if (strlen(hex) != 32 || siphash_key_from_hex(hex, g_ref.key) != 0)
+        pl_fatal(__FILE__, __LINE__, "the run's key", "not the 32 hex digits the grading engine gives");
+    memset(line, 0, sizeof line);
+    memset(hex, 0, sizeof hex);
+    g_ref.engine_fd = fd;
+    g_ref.graded = true;
+}
+
+void referee_tampered(const char *fmt, ...) {
+    char why[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "[rank %d] referee: %s%s%s\n", g_ref.rank, why, g_current_case ? " in case " : "",
+            g_current_case ? g_current_case : "");
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "event", "abort");
+    cJSON_AddNumberToObject(o, "rank", g_ref.rank);
+    cJSON_AddStringToObject(o, "why", why);
+    chan_send(o);
+    cJSON_Delete(o);
+    if (g_ref.player > 0) kill(g_ref.player, SIGKILL);
+    _exit(PL_EXIT_FATAL);
+}
+
+/* ================================================================================== */
+/* The player                                                                         */
+/* ================================================================================== */
+
+/* The player is this binary's name with ".player": built beside it from the same case
+ * tables, with the student's object. */
+static char *player_path(void) {
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 8);
+    if (n <= 0) pl_fatal(__FILE__, __LINE__, "readlink(/proc/self/exe)", strerror(errno));
+    self[n] = '\0';
+    char *p = malloc((size_t)n + 8);
+    PL_CHECK(p != NULL, "out of host memory");
+    snprintf(p, (size_t)n + 8, "%s.player", self);
+    return p;
+}
+
+/* The player's environment: ours, without the engine's channel or the seed, and with Open
+ * MPI's single-copy transport off (it reads other ranks' memory with process_vm_readv,
+ * which the player may not call). */
+static char **player_env(void) {
+    size_t n = 0;
+    while (environ[n]) n++;
+    char **env = calloc(n + 2, sizeof *env);
+    PL_CHECK(env != NULL, "out of host memory");
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!strncmp(environ[i], "PL_RESULTS_", 11) || !strncmp(environ[i], "PL_SEED=", 8) ||
+            (g_ref.graded && !strncmp(environ[i], "PL_NO_SECCOMP=", 14)) ||
+            !strncmp(environ[i], "OMPI_MCA_btl_vader_single_copy_mechanism=", 41))
+            continue;
+        env[k++] = environ[i];
+    }
+    env[k++] = "OMPI_MCA_btl_vader_single_copy_mechanism=none";
+    env[k] = NULL;
+    return env;
+}
+
+static void spawn_player(char **args) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+        pl_fatal(__FILE__, __LINE__, "socketpair", strerror(errno));
+    char *path = player_path();
+    args[0] = path;
+    char **env = player_env();
+    fflush(stdout);
+    fflush(stderr);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) pl_fatal(__FILE__, __LINE__, "fork(player)", strerror(errno));
+    if (pid == 0) {
+        /* the player dies with its referee, and sees only stdio, the control socket (3)
+         * and the region (4) */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127);
+        /* out of the way first: either may sit on 3 or 4 already */
+        int ctl = fcntl(sv[1], F_DUPFD, 16), shm = fcntl(g_ref.region_fd, F_DUPFD, 16);
+        if (ctl < 0 || shm < 0 || dup2(ctl, WIRE_FD_CTL) < 0 || dup2(shm, WIRE_FD_SHM) < 0) _exit(127);
+        for (int fd = WIRE_FD_SHM + 1; fd < 1024; fd++) close(fd);
+        if (!confine_startup(getpid(), path)) {
+            fprintf(stderr, "[rank %d] referee: cannot confine the player: %s\n", g_ref.rank, strerror(errno));
+            _exit(PL_EXIT_FATAL);
+        }
+        execve(path, args, env);
+        fprintf(stderr, "[rank %d] referee: cannot start the player %s: %s\n", g_ref.rank, path, strerror(errno));
+        _exit(PL_EXIT_FATAL);
+    }
+    free(env);
+    close(sv[1]);
+    g_ref.ctl_fd = sv[0];
+    g_ref.player = pid;
+}
+
+/* The player is gone: say how (the engine reads the markers), and leave with its code. */
+static PL_NORETURN void player_gone(void) {
+    int st = 0;
+    pid_t r;
+    do r = waitpid(g_ref.player, &st, 0);
+    while (r < 0 && errno == EINTR);
+    g_ref.player = 0;
+    if (r > 0 && WIFSIGNALED(st)) {
+        fprintf(stderr, "[rank %d] the player crashed with signal %d (%s)%s%s\n", g_ref.rank, WTERMSIG(st),
+                strsignal(WTERMSIG(st)), g_current_case ? " in case " : "", g_current_case ? g_current_case : "");
+        _exit(PL_EXIT_FATAL);
+    }
+    int code = r > 0 && WIFEXITED(st) ? WEXITSTATUS(st) : PL_EXIT_FATAL;
+    if (code == 0 || code == 1) {
+        fprintf(stderr, "[rank %d] referee: the player exited (code %d) in the middle of %s\n", g_ref.rank, code,
+                g_current_case ? g_current_case : "its start-up");
+        code = PL_EXIT_FATAL;
+    }
+    _exit(code);
+}
+
+void player_command(uint32_t cmd, uint32_t arg) {
+    if (!wire_send(g_ref.ctl_fd, cmd, arg, NULL, 0)) player_gone();
+    wire_msg m;
+    void *payload = NULL;
+    if (!wire_recv(g_ref.ctl_fd, &m, &payload, 0)) player_gone();
+    if (m.cmd != REP_DONE) referee_tampered("the player answered command %u with %u", cmd, m.cmd);
+}
+
+static void player_ready(void) {
+    wire_msg m;
+    void *payload = NULL;
+    if (!wire_recv(g_ref.ctl_fd, &m, &payload, sizeof(wire_ready))) player_gone();
+    wire_ready r;
+    if (m.cmd != REP_READY || m.len != sizeof r) referee_tampered("the player did not start as a player");
+    memcpy(&r, payload, sizeof r);
+    free(payload);
+    if (r.rank != g_ref.rank || r.world != g_ref.world)
+        pl_fatal(__FILE__, __LINE__, "the player's MPI world",
+                 "its rank or size differs from the launcher's (start the referee under mpirun, not the player)");
+    g_ref.player_cuda = r.device == PL_DEVICE_CUDA;
+    snprintf(g_player_backends, sizeof g_player_backends, "device %s, comm %s", pl_device_name((pl_device_kind)r.device),
+             pl_comm_name((pl_comm_kind)r.comm));
+}
+
+static int player_exit(void) {
+    if (!wire_send(g_ref.ctl_fd, CMD_EXIT, 0, NULL, 0)) player_gone();
+    int st = 0;
+    pid_t r;
+    do r = waitpid(g_ref.player, &st, 0);
+    while (r < 0 && errno == EINTR);
+    g_ref.player = 0;
+    if (r > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0) return 0;
+    if (r > 0 && WIFSIGNALED(st))
+        fprintf(stderr, "[rank %d] the player crashed with signal %d (%s) at exit\n", g_ref.rank, WTERMSIG(st),
+                strsignal(WTERMSIG(st)));
+    return PL_EXIT_FATAL;
+}
+
+void drv_player_column(void) {
+    pl_fatal(__FILE__, __LINE__, "a player column", "called in the referee: the case table mixes the sides");
+}
+
+/* ================================================================================== */
+/* Cases                                                                              */
+/* ================================================================================== */
+
+static void emit(drv_case *c) {
+    g_cases_run++;
+    if (c->verdict != DRV_PASS) g_cases_failed++;
+    if (c->rank != 0) return;
+    cJSON *o = c->fields;
+    cJSON_AddStringToObject(o, "event", "result");
+    cJSON_AddStringToObject(o, "case", c->name);
+    cJSON_AddStringToObject(o, "group", c->inst->group);
+    cJSON_AddNumberToObject(o, "np", c->world);
+    cJSON_AddStringToObject(o, "verdict", verdict_name(c->verdict));
+    const char *msg = c->verdict != DRV_PASS ? c->msg : c->note;
+    if (msg[0]) cJSON_AddStringToObject(o, "message", msg);
+    chan_send(o);
+    if (c->verdict != DRV_PASS) /* failures even when quiet */
+        drv_say("%-9s %s%s%s\n", verdict_name(c->verdict), c->name, msg[0] ? "  " : "", msg);
+    else if (!g_lab->after_case)
+        drv_print("%-9s %s%s%s\n", verdict_name(c->verdict), c->name, msg[0] ? "  " : "", msg);
+}
+
+static void run_case(const drv_instance *in, int index) {
+    const drv_test *t = in->test;
+    drv_case c = {.inst = in, .name = in->name, .arg = in->arg, .rank = g_ref.rank, .world = g_ref.world};
+    g_current_case = in->name;
+    case_begin(&c);
+    slots_reset(&c);
+    chan_event("begin", c.name);
+    if (t->setup) t->setup(&c);
+    drv_model md;
+    memset(&md, 0, sizeof md);
+    /* play() only when setup went well on every rank: a player that skipped it alone
+     * would leave the others waiting in its collectives */
+    if (t->play && drv_max(drv_failed(&c)) == 0) {
+        slots_publish(&c, index);
+        player_command(CMD_PLAY, 0);
+        c.ran = true;
+        slots_read_report(&c);
+        slots_verify(&c, "the call");
+    }
+    if (t->check) t->check(&c);
+    if (t->model) {
+        t->model(&c, &md);
+        apply_model(&c, &md);
+    }
+    gather_verdict(&c);
+    if (t->perf && c.verdict == DRV_PASS) {
+        t->perf(&c);
+        gather_verdict(&c);
+    }
+    if (c.ran) {
+        player_command(CMD_RELEASE, 0);
+        wire_report r;
+        memcpy(&r, &((const wire_header *)g_ref.region)->report, sizeof r);
+        c.mem_after = r.mem_after;
+        if (drv_max(md.no_leak) > 0) {
+            check_leak(&c);
+            gather_verdict(&c);
+        }
+    }
+    emit(&c);
+    if (g_lab->after_case) g_lab->after_case(&c);
+    if (t->teardown) t->teardown(&c);
+    slots_done(&c);
+    free(c.state);
+    free(c.slots);
+    case_end(&c);
+    g_current_case = NULL;
+}
+
+/* ================================================================================== */
+/* The process                                                                        */
+/* ================================================================================== */
+
+/* Rank and world size from the launcher (Open MPI, PMIx, Slurm, MPICH's PMI), before any
+ * MPI exists in this process: the referee never calls MPI. */
+static int env_int(const char *const *names, int dflt) {
+    for (; *names; names++) {
+        const char *v = getenv(*names);
+        if (v && *v) return atoi(v);
+    }
+    return dflt;
+}
+
+static void send_plan(const drv_plan *plan) {
+    if (!g_ref.graded || g_ref.rank != 0) return;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "event", "plan");
+    cJSON *cases = cJSON_AddArrayToObject(o, "cases");
+    for (size_t i = 0; i < plan->n; i++) {
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddStringToObject(c, "case", plan->v[i].name);
+        cJSON_AddStringToObject(c, "group", plan->v[i].group);
+        cJSON_AddItemToArray(cases, c);
+    }
+    chan_send(o);
+    cJSON_Delete(o);
+}
+
+static int finish(int rc) {
+    if (g_ref.graded && g_ref.rank == 0) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "event", "end");
+        cJSON_AddNumberToObject(o, "cases", g_cases_run);
+        cJSON_AddNumberToObject(o, "failed", g_cases_failed);
+        chan_send(o);
+        cJSON_Delete(o);
+    }
+    if (g_ref.engine_fd >= 0) close(g_ref.engine_fd);
+    g_ref.engine_fd = -1;
+    return rc;
+}
+
+/* The player's command line: ours, without what only the referee reads (the seed). */
+static char **player_args(int argc, char **argv) {
+    char **a = calloc((size_t)argc + 1, sizeof *a);
+    PL_CHECK(a != NULL, "out of host memory");
+    int k = 0;
+    a[k++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
+            i++;
+            continue;
+        }
+        if (!strncmp(argv[i], "--seed=", 7)) continue;
+        a[k++] = argv[i];
+    }
+    a[k] = NULL;
+    return a;
+}
+
+int drv_main(const drv_lab *lab, int argc, char **argv) {
+    g_lab = lab;
+    if (lab->defaults) g_opt = *lab->defaults;
+    prctl(PR_SET_DUMPABLE, 0); /* no process of ours can read our memory or /proc files */
+    char sock[108] = "";
+    take_env("PL_RESULTS_SOCK", sock, sizeof sock);
+    take_env("PL_RESULTS_KEY", (char[80]){0}, 80); /* protocol 2's; never used now */
+    static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", NULL};
+    static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", NULL};
+    g_ref.rank = env_int(rank_vars, 0);
+    g_ref.world = env_int(size_vars, 1);
+    char **args = player_args(argc, argv); /* before the harness takes its flags */
+    pl_init_local(g_ref.rank, g_ref.world, &argc, &argv);
+    parse_flags(argc, argv);
+    if (g_flags.help) {
+        print_usage();
+        return 0;
+    }
+    if (g_flags.list_modes) {
+        print_modes();
+        return 0;
+    }
+    if (g_flags.run_mode && strcmp(g_flags.run_mode, "cases") != 0) {
+        /* a mode is the student's own program: the player runs it alone, unrefereed */
+        bool known = false;
+        for (const drv_mode *m = lab->modes; m && m->name; m++) known |= !strcmp(m->name, g_flags.run_mode);
+        if (!known) pl_usage_error("--run: this lab has no mode '%s' (try --modes)", g_flags.run_mode);
+        args[0] = player_path();
+        execv(args[0], args);
+        pl_fatal(__FILE__, __LINE__, "execv(player)", strerror(errno));
+    }
+    if (g_flags.list && g_flags.list_world) g_ref.world = g_flags.list_world;
+    pl_set_world_local(g_ref.rank, g_ref.world);
+    if (lab->init) lab->init();
+    drv_plan plan = make_plan();
+    if (g_flags.list) {
+        for (size_t i = 0; i < plan.n; i++) drv_say("%s %s\n", plan.v[i].name, plan.v[i].group);
+        free(plan.v);
+        return 0;
+    }
+    if (sock[0]) engine_connect(sock);
+    memset(sock, 0, sizeof sock);
+    region_open();
+    spawn_player(args);
+    player_ready();
+    send_plan(&plan);
+    for (size_t i = 0; i < plan.n; i++) run_case(&plan.v[i], (int)i);
+    free(plan.v);
+    if (lab->finish) lab->finish();
+    drv_say("# %s: %d case(s), %d failed (%d rank(s), %s)\n", lab->name, g_cases_run, g_cases_failed, g_ref.world,
+            g_player_backends);
+    int prc = player_exit();
+    int rc = finish(g_cases_failed ? PL_EXIT_CHECK_FAILED : PL_EXIT_OK);
+    return prc ? prc : rc;
+}

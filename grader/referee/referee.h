@@ -1,0 +1,69 @@
+/* referee.h - what the referee's runner files share (not for labs).
+ *
+ *   main.c     the process: flags, the engine's channel, the player, the case loop, records
+ *   verdict.c  verdicts, result fields, tensor checks, the traffic model, seeds, tolerance
+ *   relay.c    cross-rank values through the players (signed), timing the player
+ *   slots.c    the shared region: slots, poison, red zones, const inputs
+ *   confine.c  what the forked child does before it execs the player (seccomp, limits)
+ */
+#ifndef PL_REFEREE_H
+#define PL_REFEREE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "runner.h"
+#include "siphash.h" // defines: SIPHASH_KEY_BYTES
+
+/* The referee's view of its player and of the run. */
+typedef struct {
+    int rank, world;
+    bool graded;                        /* the engine runs us: records go to its channel */
+    unsigned char key[SIPHASH_KEY_BYTES]; /* the run's key (zeros by hand)               */
+    int engine_fd;                      /* -1 by hand                                     */
+    uint64_t engine_seq;
+    int ctl_fd;                         /* the control socket to the player               */
+    pid_t player;
+    unsigned char *region;              /* the shared region, mapped                      */
+    int region_fd;
+    uint64_t relay_seq;
+    bool player_cuda;                   /* the player says it runs the cuda device        */
+} referee_state;
+extern referee_state g_ref;
+
+/* ---- main.c */
+/* A command to the player and its reply (REP_DONE); a player that dies or answers
+ * anything else ends the referee (its exit code tells the engine what happened). */
+void player_command(uint32_t cmd, uint32_t arg);
+/* The player broke the protocol or a relay was altered: tell the engine (a signed abort
+ * record) and end this referee. */
+PL_NORETURN void referee_tampered(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- verdict.c */
+void case_begin(drv_case *c);            /* fields record */
+void case_end(drv_case *c);
+void gather_verdict(drv_case *c);
+void apply_model(drv_case *c, const drv_model *md);
+void check_leak(drv_case *c);
+const char *verdict_name(drv_verdict v);
+uint64_t hand_seed(void);
+
+/* ---- slots.c */
+void region_open(void);
+void slots_reset(drv_case *c);
+/* Copy the case and its slot table into the region's header, arm the red zones, poison the
+ * OUT slots, hash the CONST ones. */
+void slots_publish(drv_case *c, int case_index);
+/* After play / a timed run: red zones intact, CONST slots unchanged; fails the case. */
+void slots_verify(drv_case *c, const char *when);
+/* The player's report, copied out of the region (untrusted values, bounds-checked). */
+void slots_read_report(drv_case *c);
+void slots_done(drv_case *c);
+
+/* ---- confine.c */
+/* In the forked child, right before exec: no new privileges, the parent-death signal, the
+ * seccomp filter of the player's start-up. Returns false (errno set) if it cannot. */
+bool confine_child(void);
+
+#endif

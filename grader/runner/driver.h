@@ -1,0 +1,336 @@
+/* driver.h - the case runner every lab driver plugs into, split across two processes.
+ *
+ * Per rank, mpirun starts a trusted *referee* (grader/referee/: links no student code).
+ * The referee forks and execs the *player* (grader/player/ + the student's object + the
+ * harness), which alone calls MPI and talks to the other players. The two share a control
+ * socket and a memory region of named *slots* (grader/runner/wire.h):
+ *
+ *      referee (trusted)                         player (untrusted process)
+ *      ------------------                        --------------------------
+ *      setup:   slots + inputs + reference  -->  play:  the student's call(s) on the
+ *                                                       slots as device buffers
+ *      check, model, perf, verdicts,        <--  outputs left in the slots, the player's
+ *      timing, the engine's records               own counters (labelled untrusted)
+ *
+ * Keys, seeds, references, tolerances, verdicts and times live only in referees: nothing
+ * that runs in the player's address space decides, signs or times a result.
+ *
+ * A lab driver is a table, as an nccl-tests collective is four callbacks: it fills a
+ * drv_lab (its name, flags, tests, modes) and each test row names its referee columns
+ * (DRV_R: setup, check, model, perf, refresh, verify, teardown) and its player columns
+ * (DRV_P: play, timed, release). The same table source is compiled into both binaries;
+ * each keeps only its own columns (the others become NULL), so a player binary holds no
+ * reference and a referee holds no call to the student.
+ *
+ * A case goes through
+ *   referee  setup()     declare slots (drv_slot_new), fill the inputs, compute the
+ *                        reference in the referee's own memory
+ *   player   play()      the student's call(s); the runner syncs before and after and
+ *                        reports the player's counters (drv_case.m, .wire, .mem_*)
+ *   referee  (runner)    red zones around every slot, const inputs unchanged
+ *   referee  check()     compare the outputs (drv_slot_host) with the reference
+ *   referee  model()     what the call should have counted (drv_model), compared here
+ *   referee  perf()      only when every rank passed: drv_time_player() times the
+ *                        player's timed() with fresh inputs (refresh) checked each time
+ *                        (verify)
+ *   player   release()   free what play() kept for timed()
+ *   referee  teardown()  free what setup() allocated
+ * on every rank. A failure on any rank fails the case (the lowest failing rank's message
+ * explains it). Cross-rank values in the referee (drv_sum, drv_max...) travel through the
+ * players' private host communicator, every contribution signed by its referee: a player
+ * can stop them (a hang) but not change them (tampered).
+ *
+ * Protocol with the grading engine: docs/grader.md, "The driver protocol".
+ */
+#ifndef PL_DRIVER_H
+#define PL_DRIVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pl.h"
+#include "pl_instrument.h" // defines: pl_metrics, pl_wire (the player's counters)
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Which side this translation unit is compiled for: -DDRV_REFEREE or -DDRV_PLAYER. */
+#if defined(DRV_REFEREE) && !defined(DRV_PLAYER)
+/* A player column in the referee: not NULL (the referee sees that the test plays), never
+ * called (it would stop the referee with an internal error). */
+void drv_player_column(void);
+#define DRV_R(fn) fn
+#define DRV_P(fn) ((__typeof__(&(fn)))drv_player_column)
+#elif defined(DRV_PLAYER) && !defined(DRV_REFEREE)
+#define DRV_R(fn) NULL
+#define DRV_P(fn) fn
+#else
+#error "compile a driver file with exactly one of -DDRV_REFEREE and -DDRV_PLAYER"
+#endif
+
+#define DRV_NAME_MAX 160 /* case names: [A-Za-z0-9._:+=,@-], at most this long */
+#define DRV_ARGS 8       /* integer parameters per case */
+
+/* ================================================================== both sides */
+
+/* ---- flags ---- */
+typedef enum { DRV_INT, DRV_DOUBLE, DRV_STR, DRV_BYTES } drv_flag_type;
+
+/* A flag of the lab: "--hidden 64". Numbers outside [lo, hi] are a usage error. */
+typedef struct {
+    const char *name; /* "--hidden"                                     */
+    drv_flag_type type;
+    void *value;      /* int *, double *, const char **, size_t *        */
+    double lo, hi;    /* accepted range (DRV_INT, DRV_DOUBLE, DRV_BYTES) */
+    const char *help;
+} drv_flag;
+
+/* The common flags, after parsing. */
+typedef struct {
+    size_t min_bytes, max_bytes; /* -b, -e: size sweep (K/M/G suffixes)            */
+    double factor;               /* -f: size step (> 1)                            */
+    int warmup, iters;           /* -w, -n: timing; -1 = the test's default        */
+    bool quiet;                  /* -q: no table, no per-case lines on stdout      */
+    const char *filter;          /* --filter GLOB                                  */
+} drv_options;
+const drv_options *drv_opts(void);
+
+/* ---- cases ---- */
+typedef struct drv_test drv_test;
+typedef struct drv_plan drv_plan;
+
+typedef struct {
+    char name[DRV_NAME_MAX];
+    char group[48];          /* the engine groups hangs by it; the rubric scores by name */
+    const drv_test *test;
+    int64_t arg[DRV_ARGS];   /* the test's parameters, as its plan() set them           */
+} drv_instance;
+
+typedef enum { DRV_PASS = 0, DRV_WRONG, DRV_ERROR, DRV_FORBIDDEN } drv_verdict;
+
+/* A case being run, on either side. Fields marked (R) are the referee's only. */
+typedef struct drv_case {
+    const drv_instance *inst;
+    const char *name;
+    const int64_t *arg;       /* inst->arg                                                */
+    void *state;              /* this side's own: drv_state(); freed by the runner        */
+    int rank, world;
+    bool ran;                 /* (R) the player ran play(): setup passed on every rank    */
+    /* (R) What the player reported about play(): its own counters, from its own memory.
+     * A hostile player can fake these; docs/grader.md lists the rubric items they feed. */
+    pl_metrics m;
+    pl_wire wire;
+    int64_t mem_before, mem_after; /* pl_mem_in_use() before play(), after release() */
+    int64_t mem_peak;              /* pl_mem_peak() during play()                     */
+    /* ---- the runner's */
+    drv_verdict verdict;
+    char msg[480];
+    char note[480];
+    void *fields;             /* (R) the result record under construction               */
+    void *slots;              /* the case's slot table                                  */
+} drv_case;
+
+/* The case's own state on this side: `size` zeroed bytes, kept in c->state and freed by
+ * the runner after teardown() / release() (which free only what it points to). */
+void *drv_state(drv_case *c, size_t size);
+
+/* ---- slots: the case's shared buffers ---- */
+enum {
+    DRV_IN = 1,      /* the referee fills it; the player reads it                         */
+    DRV_OUT = 2,     /* the player writes it; it starts poisoned (a NaN pattern)           */
+    DRV_INOUT = 3,
+    DRV_CONST = 4,   /* with DRV_IN: the player must not change it (checked after play)    */
+    DRV_ZEROED = 8,  /* with DRV_OUT: starts zeroed instead of poisoned                    */
+};
+
+/* The size in bytes of the slot `name` (either side); 0 if there is none. */
+size_t drv_slot_bytes(const drv_case *c, const char *name);
+
+/* What a test may look at, per side, is in the sections below. */
+
+/* ---- the lab ---- */
+typedef struct {
+    /* What run() should have done on this rank, for the runner to compare with the
+     * player's counters (all optional; zero-initialised = nothing expected). */
+    bool no_collectives;          /* any library collective: forbidden (Lab 1)            */
+    bool no_p2p;                  /* any point-to-point message: wrong                    */
+    bool exact_collectives;       /* exactly colls[kind] calls of each kind, S = coll_bytes */
+    int colls[PL_OP_COUNT];
+    double coll_bytes;
+    double gemm_flops;            /* exact GEMM flops on this rank when > 0               */
+    bool exact_p2p;               /* exactly p2p_bytes sent in p2p_msgs messages          */
+    double p2p_bytes, p2p_msgs;
+    /* The optimum, reported as ratios (1.0 = optimal) that the rubric's perf rules read. */
+    double bytes_optimal;         /* p2p bytes this rank sends at the optimum: a lower
+                                     bound, so none at all, or fewer, fails the case    */
+    int bytes_agg;                /* DRV_BYTES_AVG or DRV_BYTES_MAX over ranks          */
+    double msgs_optimal;          /* messages of the busiest rank at the optimum          */
+    bool no_leak;                 /* device memory in use after release() = before play() */
+} drv_model;
+enum { DRV_BYTES_AVG = 0, DRV_BYTES_MAX = 1 };
+
+struct drv_test {
+    const char *name;  /* the case name (or the prefix its plan() uses)             */
+    const char *group; /* default group of its cases                                 */
+    /* Add this test's cases (drv_plan_add); NULL: one case named `name`. Runs on both
+     * sides, before any student code, so it depends on flags and the world only. */
+    void (*plan)(const drv_test *t, drv_plan *p);
+    /* referee columns (DRV_R) */
+    void (*setup)(drv_case *c);
+    void (*check)(drv_case *c);
+    void (*model)(drv_case *c, drv_model *m);
+    void (*perf)(drv_case *c);
+    void (*refresh)(drv_case *c, int run); /* fresh inputs for timed run `run`          */
+    void (*verify)(drv_case *c, int run);  /* check timed run `run`'s outputs           */
+    void (*teardown)(drv_case *c);
+    /* player columns (DRV_P) */
+    void (*play)(drv_case *c);             /* the measured student call(s)              */
+    void (*timed)(drv_case *c, int which); /* what perf times: which = 0 the student's  */
+                                           /* call, 1 the library's, ... (test-defined) */
+    void (*release)(drv_case *c);          /* free what play() kept                     */
+    const void *data;                      /* the row's own data                        */
+};
+
+typedef struct {
+    const char *name;  /* "bench", "scaling", "predict", "sweep", "train", "chat"     */
+    const char *help;
+    int (*fn)(void);   /* player side (DRV_P): modes run the student's program alone  */
+    const char *np;    /* world sizes `make lab-N RUN=NAME` uses without NP=          */
+    const char *post;  /* a script run after every world size (plots), or NULL        */
+} drv_mode;
+
+typedef struct {
+    const char *name;             /* "01-collectives": must equal the rubric's lab line */
+    const char *title;
+    const drv_flag *flags;        /* ends with a {NULL} row; may be NULL                */
+    const drv_test *tests;        /* ends with a {NULL} row                             */
+    const drv_mode *modes;        /* ends with a {NULL} row; may be NULL                */
+    const drv_options *defaults;  /* NULL: sizes 0..64M by x2, tests' own iterations    */
+    /* referee: after the flags, before planning: validate them (pl_usage_error). */
+    void (*init)(void);
+    /* player: after the flags, before the first case or mode (load data, ...). */
+    void (*player_init)(void);
+    /* referee: after the last case, before the summary line (tables). */
+    void (*finish)(void);
+    /* referee: a case has finished, on every rank, with its final verdict. */
+    void (*after_case)(const drv_case *c);
+} drv_lab;
+
+/* Add a case of test t named by the format; returns it so that plan() can set its args
+ * (and its group, which defaults to t->group). */
+drv_instance *drv_plan_add(drv_plan *p, const drv_test *t, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The size sweep of -b/-e/-f in elements of 4 bytes: 0 and 1 element first, then
+ * min..max by the factor, the largest always included. Returns how many (<= cap). */
+size_t drv_sizes(size_t *out, size_t cap);
+/* "64M", "1K", "4096" -> bytes; false on a malformed string or more than 1 TiB. */
+bool drv_parse_bytes(const char *s, size_t *out);
+/* Iterations for a message of `bytes` (many for small messages, few for large). */
+int drv_iters_for(size_t bytes);
+
+/* A line on stdout from rank 0 (tables, reports); nothing with -q. */
+void drv_print(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same, even with -q (modes that exist to print). */
+void drv_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Parse argv, plan, run the cases (or a mode), report; returns the exit code: 0 every
+ * case passed, 1 some failed, 2 usage error (one line "error: ..."). */
+int drv_main(const drv_lab *lab, int argc, char **argv);
+
+/* ================================================================== referee side (DRV_R) */
+#ifdef DRV_REFEREE
+
+/* A slot of `bytes` bytes (a multiple of nothing in particular; 0 is allowed) with the
+ * DRV_IN/OUT/INOUT/CONST/ZEROED flags; returns its host address, to fill (IN) or read
+ * after play (OUT). Names: 1..31 of [A-Za-z0-9_.]. Only in setup(). */
+void *drv_slot_new(drv_case *c, const char *name, size_t bytes, unsigned flags);
+/* The host address of a slot (what the player left there after play / a timed run). */
+void *drv_slot_host(drv_case *c, const char *name);
+/* Poison (or zero) the OUT slots again (the runner does it before every timed run). */
+void drv_slots_repoison(drv_case *c);
+/* Fill `bytes` bytes with the poison (the quiet NaN 0x7FC0DEAD, word by word): the parts of
+ * an INOUT slot the player must write. */
+void drv_poison_host(void *p, size_t bytes);
+/* A random value the players cannot predict (graded) or a fixed sequence (by hand): which
+ * elements a spot check looks at. */
+uint64_t drv_unpredictable(void);
+
+/* The first call explains the case; a later call of a stronger kind (forbidden > error >
+ * wrong) replaces it. */
+void drv_fail(drv_case *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void drv_forbid(drv_case *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void drv_error(drv_case *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void drv_note(drv_case *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+bool drv_failed(const drv_case *c); /* this rank's verdict so far */
+/* A numeric field of the result (rank 0's value is reported: reduce first). */
+void drv_num(drv_case *c, const char *key, double value);
+
+/* Cross-rank values: every rank's referee must call them in the same order. */
+double drv_sum(double v);
+double drv_max(double v);
+double drv_min(double v);
+void drv_allgather_u64(uint64_t v, uint64_t *out); /* out[world] */
+/* Every rank's `bytes` bytes into out[world * bytes]. */
+void drv_allgather(const void *mine, size_t bytes, void *out);
+
+/* rc == 0 on every rank? If not, fails the case with what + the code's name. */
+bool drv_all_ok(drv_case *c, int rc, const char *what, const char *(*name)(int));
+
+/* The tolerance of every float comparison against a float64 reference (the referee's:
+ * 1e-5, or 5e-3 when the user ran the cuda device in TF32 with PL_TF32=1), and why. */
+double drv_tolerance(void);
+const char *drv_tolerance_why(void);
+
+/* Compare n floats the player left (a slot's host address) with the expected ones, on
+ * every rank: exact = bit for bit, else relative Frobenius error against drv_tolerance().
+ * NaN fails ("never written?"). Returns the worst error over ranks (also rel_err). */
+double drv_check_floats(drv_case *c, const char *what, const float *got, const float *expected, size_t n,
+                        bool exact);
+/* The same for a rows x cols matrix stored with leading dimension ld (>= cols) in got;
+ * expected is dense. Elements between cols and ld must keep the poison (an OUT slot) or
+ * their input values: the caller checks those itself if it cares. */
+double drv_check_strided(drv_case *c, const char *what, const float *got, size_t ld, const float *expected,
+                         size_t rows, size_t cols, bool exact);
+/* The same for a relative error computed by the test itself (reduced over ranks here). */
+double drv_check_error(drv_case *c, const char *what, double rel_err, double tolerance);
+
+/* The seed of rank r's inputs of case c (run `run` of a perf loop, 0 for the case itself):
+ * derived from the run's key in a graded run (no player can know it), from --seed, the
+ * rank and the case name by hand (reproducible). Any referee can compute any rank's. */
+uint64_t drv_case_seed(const drv_case *c, int r, int run);
+/* True when the grading engine runs this driver. */
+bool drv_graded(void);
+
+/* Time the player's timed(c, which): `warmup` untimed runs, then `iters` timed ones (the
+ * -w/-n flags win). Before each run refresh(c, k) writes fresh inputs (required: a cached
+ * result must not be timed), after each verify(c, k) checks its outputs (a wrong one fails
+ * the case: "timed run k: ..."). A run's time is from the referee's go to the player's
+ * done (the player starts with a barrier of the ranks), the slowest rank's; statistics
+ * over runs in microseconds, the same on every rank. */
+pl_timing drv_time_player(drv_case *c, int which, int warmup, int iters);
+
+#endif /* DRV_REFEREE */
+
+/* ================================================================== player side (DRV_P) */
+#ifdef DRV_PLAYER
+
+/* The device address of a slot: host memory on the cpu device (the shared region itself),
+ * a device buffer on cuda (the runner uploads IN slots before play/timed and downloads
+ * OUT slots after). */
+void *drv_slot(drv_case *c, const char *name);
+float *drv_slot_f(drv_case *c, const char *name); /* the same, as floats */
+
+/* Measure fn(arg) as the runner measures play(): sync, reset the counters, call, sync,
+ * read the counters into *m (the player's own accounting, for tests with phases). */
+void drv_measure(void (*fn)(void *), void *arg, pl_metrics *m);
+
+#endif /* DRV_PLAYER */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,97 @@
+/* wire.h - what a referee and its player share: a control socket and a memory region.
+ *
+ * The referee creates both before it forks the player; the player finds them at fixed
+ * descriptors after exec. The control socket carries one small message per command and its
+ * reply (and the payload of a relay); the region holds a header (the case being run, its
+ * slot table, the player's report) and the slots' bytes, each slot between two red zones.
+ *
+ * Nothing the player writes is trusted: the referee keeps its own copy of the slot table
+ * and reads the report into its own memory, bounds-checked, before looking at it.
+ */
+#ifndef PL_WIRE_H
+#define PL_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "driver.h" // defines: DRV_NAME_MAX, DRV_ARGS; pl_metrics, pl_wire
+
+#define WIRE_FD_CTL 3 /* the player's end of the control socket */
+#define WIRE_FD_SHM 4 /* the shared region (a memfd)            */
+#define WIRE_MAGIC 0x504c57495245ull /* "PLWIRE" */
+#define WIRE_VERSION 1
+
+#define WIRE_SLOTS_MAX 96
+#define WIRE_SLOT_NAME 32
+#define WIRE_GUARD 256          /* red-zone bytes before and after every slot           */
+#define WIRE_ALIGN 256          /* slot data starts on this boundary                    */
+#define WIRE_HEADER_BYTES (1u << 20)
+#define WIRE_REGION_BYTES ((uint64_t)64 << 30) /* virtual size; pages exist once touched */
+#define WIRE_GUARD_BYTE 0xA5
+#define WIRE_RELAY_MAX (1u << 20) /* bytes of one referee's relay contribution           */
+
+typedef struct {
+    char name[WIRE_SLOT_NAME];
+    uint64_t offset; /* of the data, from the region's start */
+    uint64_t bytes;
+    uint32_t flags;  /* DRV_IN, DRV_OUT, ... */
+    uint32_t pad;
+} wire_slot;
+
+/* What the player says about a play() (its own counters: untrusted). */
+typedef struct {
+    pl_metrics m;
+    pl_wire wire;
+    int64_t mem_before, mem_after, mem_peak;
+} wire_report;
+
+typedef struct {
+    uint64_t magic;
+    uint32_t version;
+    int32_t case_index;            /* in the plan; -1 before the first case */
+    int32_t test_index;            /* in the lab's table of tests            */
+    char name[DRV_NAME_MAX];
+    char group[48];
+    int64_t arg[DRV_ARGS];
+    int32_t nslots;
+    int32_t pad;
+    wire_slot slots[WIRE_SLOTS_MAX];
+    wire_report report;
+} wire_header;
+
+/* Commands (referee -> player) and replies (player -> referee). */
+enum {
+    CMD_PLAY = 1,   /* run the case's play() on the header's slots; reply REP_DONE        */
+    CMD_STAGE,      /* arg = which: bring the (refreshed) IN slots to the device          */
+    CMD_GO,         /* arg = which: barrier, timed(which), sync; reply REP_DONE           */
+    CMD_COLLECT,    /* bring the OUT slots back from the device; reply REP_DONE           */
+    CMD_RELEASE,    /* the case is over: release(), free the slots' device buffers        */
+    CMD_RELAY,      /* payload: this referee's signed contribution; reply: every rank's   */
+    CMD_EXIT,       /* finalize and exit 0                                                */
+    REP_READY = 100,/* after start-up: payload = the player's runtime info                */
+    REP_DONE,
+    REP_RELAY,
+};
+
+typedef struct {
+    uint32_t cmd;
+    uint32_t arg;
+    uint64_t len; /* payload bytes that follow */
+} wire_msg;
+
+/* What the player says when it is ready (untrusted; the referee checks rank and world). */
+typedef struct {
+    int32_t rank, world;
+    int32_t device, comm; /* pl_device_kind, pl_comm_kind */
+    char device_why[160], comm_why[160];
+} wire_ready;
+
+/* Read or write exactly n bytes (EINTR retried); false on end of file or error. */
+int wire_read_full(int fd, void *buf, size_t n);
+int wire_write_full(int fd, const void *buf, size_t n);
+/* One message (header + payload); a payload over `max` is refused (false). The payload
+ * buffer is malloc'd into *payload (NULL when len is 0). */
+int wire_send(int fd, uint32_t cmd, uint32_t arg, const void *payload, uint64_t len);
+int wire_recv(int fd, wire_msg *m, void **payload, uint64_t max);
+
+#endif
