@@ -1,6 +1,7 @@
-/* fake_driver.c - a lab driver that speaks the driver protocol (version 2, docs/grader.md)
+/* fake_driver.c - a lab driver that speaks the driver protocol (version 3, docs/grader.md)
  * and misbehaves on purpose, for tests/grader/test_engine.sh. No MPI: fake_mpirun.sh runs
- * it as one process and passes the world size in FAKE_NP.
+ * it as one process and passes the world size in FAKE_NP; that one process opens the
+ * channel once per rank and says every rank's hello, as the referees would.
  *
  * Its plan: alpha.c0 alpha.c1024 alpha.c1M beta.c0 beta.c1M (groups alpha and beta), after
  * --filter, --start-after and --skip-group. FAKE_MODE picks the misbehaviour, mostly at
@@ -30,8 +31,14 @@
  *   unsigned     while alpha.c1024 runs, an unsigned pass record for it arrives (what a
  *                student's code writing into the socket without the key would send)
  *   wronglab     the hello names another lab
- *   secondconn   a second connection right after the first sends a forged end record;
- *                a third after the plan (FAKE_LOG gets "late connect: ok|refused")
+ *   secondconn   an extra connection without a hello sends a forged end record
+ *   lateconn     a connection after every rank got the key (FAKE_LOG gets "late connect:
+ *                ok|refused"); the run goes on
+ *   dupehello    two connections say hello as rank 0
+ *   abort        while alpha.c1024 runs, rank 1's connection says its referee stopped the
+ *                run (a signed abort record)
+ *   otherrecord  while alpha.c1024 runs, rank 1's connection sends a signed result
+ *   --list [--world N]: the plan's cases, one "name group" per line (the engine's plan)
  *   junkline     a line of junk on the channel
  *   flood        300000 result records
  *   escape       alpha.c1024 is wrong with a message full of escape codes, a line break
@@ -49,7 +56,9 @@
  * (Messages, not FAKE_LOG, carry what the sandbox tests look at: /tmp is private there.)
  * With `--seed 13` among its arguments alpha.c1024 is wrong (a hidden run that fails).
  * FAKE_ARGS_LOG=FILE records the command line. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -66,7 +75,8 @@
 #include "../../grader/siphash.h" // defines: siphash_record (every record is signed)
 
 static const char *mode = "pass";
-static int chan = -1;                    // the results channel, -1 in a manual run
+static int chan = -1;                    // rank 0's connection to the channel, -1 by hand
+static int other = -1;                   // rank 1's, when there is one
 static char sock_path[108], key[64];
 static unsigned char mac_key[SIPHASH_KEY_BYTES];
 static unsigned long long seq; /* records sent */
@@ -215,6 +225,45 @@ static const char *peek(void)
     return message;
 }
 
+/* Every rank's hello on a connection of its own, then the key from rank 0's. */
+static int handshake(int world)
+{
+    int fds[64];
+    if (world > 64) world = 64;
+    for (int r = 0; r < world; r++) {
+        fds[r] = connect_channel();
+        if (fds[r] < 0) {
+            fprintf(stderr, "error: cannot connect to the results channel: %s\n", strerror(errno));
+            return 3;
+        }
+        int rank = is("dupehello") && r == 1 ? 0 : r;
+        dprintf(fds[r], "{\"event\":\"hello\",\"protocol\":3,\"lab\":\"%s\",\"np\":%d,\"rank\":%d}\n",
+                is("wronglab") ? "other" : "fake", world, rank);
+        if (r == 0 && is("secondconn")) {
+            int again = connect_channel();
+            if (again >= 0) {
+                const char *forged = "{\"event\":\"end\",\"cases\":0,\"failed\":0}\n";
+                if (write(again, forged, strlen(forged)) < 0) { /* reset: as it should be */ }
+                close(again);
+            }
+        }
+    }
+    char line[128];
+    size_t got = 0;
+    while (got + 1 < sizeof line && read(fds[0], line + got, 1) == 1 && line[got] != '\n') got++;
+    line[got] = '\0';
+    const char *k = strstr(line, "\"key\":\"");
+    if (!k) {
+        fprintf(stderr, "error: no key from the engine\n");
+        return 3;
+    }
+    snprintf(key, sizeof key, "%.32s", k + 7);
+    if (siphash_key_from_hex(is("wrongkey") ? "000102030405060708090a0b0c0d0e0f" : key, mac_key) != 0) return 3;
+    chan = fds[0];
+    other = world > 1 ? fds[1] : -1;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *m = getenv("FAKE_MODE");
@@ -242,23 +291,19 @@ int main(int argc, char **argv)
     if (is("crashloop")) start_after = NULL;
     signal(SIGPIPE, SIG_IGN);
 
-    // the channel: read, then scrub, as the real driver does
-    const char *s = getenv("PL_RESULTS_SOCK"), *k = getenv("PL_RESULTS_KEY");
-    if (s && k) {
+    bool list = false;
+    for (int i = 1; i < argc; i++) list |= !strcmp(argv[i], "--list");
+    // the channel: read, then scrub, as the real referee does
+    const char *s = getenv("PL_RESULTS_SOCK");
+    if (s) {
         snprintf(sock_path, sizeof sock_path, "%s", s);
-        snprintf(key, sizeof key, "%s", k);
-        if (siphash_key_from_hex(is("wrongkey") ? "000102030405060708090a0b0c0d0e0f" : key, mac_key) != 0) {
-            fprintf(stderr, "error: PL_RESULTS_KEY is not 32 hex digits\n");
-            return 3;
-        }
         unsetenv("PL_RESULTS_SOCK");
-        unsetenv("PL_RESULTS_KEY");
     }
-    if (is("fatal")) {
+    if (is("fatal") && !list) {
         fprintf(stderr, "[rank 0] fake_driver.c:1: pl_init() -> cannot open the device\n");
         return 3;
     }
-    if (is("garbage")) {
+    if (is("garbage") && !list) {
         char buf[65536];
         int fd = open("/dev/urandom", O_RDONLY);
         for (int i = 0; fd >= 0 && i < 46; i++) {
@@ -269,27 +314,10 @@ int main(int argc, char **argv)
         if (fd >= 0) close(fd);
         fflush(stdout);
     }
-    if (sock_path[0]) {
-        chan = connect_channel();
-        if (chan < 0) {
-            fprintf(stderr, "error: cannot connect to the results channel: %s\n", strerror(errno));
-            return 3;
-        }
-    }
-    if (is("secondconn") && sock_path[0]) {
-        // at once: queued behind the first connection, it may be let in by the kernel, but
-        // the engine never reads it
-        int again = connect_channel();
-        if (again >= 0) {
-            const char *forged = "{\"event\":\"end\",\"cases\":0,\"failed\":0}\n";
-            if (write(again, forged, strlen(forged)) < 0) { /* reset: as it should be */ }
-            close(again);
-        }
-    }
-
     const char *np = getenv("FAKE_NP");
-    emit("{\"event\":\"hello\",\"protocol\":2,\"lab\":\"%s\",\"np\":%s}\n", is("wronglab") ? "other" : "fake",
-         np ? np : "1");
+    int world = np ? atoi(np) : 1;
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--world")) world = atoi(argv[i + 1]);
 
     const char *all[] = {"alpha.c0", "alpha.c1024", "alpha.c1M", "alpha.c2M", "alpha.c4M", "alpha.c8M",
                          "beta.c0",  "beta.c1M"};
@@ -309,6 +337,11 @@ int main(int argc, char **argv)
             if (!strncmp(name, skip[g], strlen(skip[g])) && name[strlen(skip[g])] == '.') skipped = true;
         if (!skipped) names[n++] = name;
     }
+    if (list) {  // the engine's plan: every case after --filter (restarts never list)
+        for (int i = 0; i < n; i++) printf("%s %.*s\n", names[i], (int)strcspn(names[i], "."), names[i]);
+        return 0;
+    }
+    if (sock_path[0] && handshake(world) != 0) return 3;
     char plan[4096] = "";
     size_t len = 0;
     for (int i = 0; i < n; i++) {
@@ -318,8 +351,7 @@ int main(int argc, char **argv)
                                 names[i], group);
     }
     emit("{\"event\":\"plan\",\"cases\":[%s]}\n", plan);
-    if (is("secondconn") && sock_path[0]) {
-        usleep(300 * 1000);  // the engine has accepted the first connection by now
+    if (is("lateconn") && sock_path[0]) {
         int late = connect_channel();
         log_line(late >= 0 ? "late connect: ok" : "late connect: refused");
         if (late >= 0) close(late);
@@ -374,6 +406,15 @@ int main(int argc, char **argv)
                 fprintf(stderr, "[rank 1] rank 1 waits in recv for peer 0 (5.0 s)\n");
                 fprintf(stderr, "[rank 0] rank 0 waits in recv for peer 1 (5.0 s)\n");
                 return 86;
+            } else if ((is("abort") || is("otherrecord")) && other >= 0) {
+                const char *rec = is("abort") ? "{\"event\":\"abort\",\"rank\":1,\"why\":\"the player answered 9 to 3\"}"
+                                              : "{\"event\":\"result\",\"case\":\"alpha.c1024\",\"group\":\"alpha\","
+                                                "\"verdict\":\"pass\"}";
+                char *line = NULL;
+                int k = asprintf(&line, "%s\t%016llx\n", rec, (unsigned long long)siphash_record(mac_key, 0, rec, strlen(rec)));
+                if (k < 0 || write(other, line, (size_t)k) != k) exit(3);
+                free(line);
+                usleep(300 * 1000);
             } else if (is("forged")) {
                 emit("{\"event\":\"result\",\"case\":\"beta.c0\",\"group\":\"beta\",\"verdict\":\"pass\"}\n");
             } else if (is("unsigned")) {

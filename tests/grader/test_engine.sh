@@ -1,6 +1,6 @@
 #!/bin/sh
 # test_engine.sh - self-test of the grading engine (pl-grade) without MPI: a fake mpirun
-# runs a fake driver (fake_driver.c, protocol 2) that misbehaves in every way the engine
+# runs a fake driver (fake_driver.c, protocol 3) that misbehaves in every way the engine
 # must survive or catch, and each scenario's classification, score line, exit code, report
 # files and leftover processes are checked.
 #
@@ -184,7 +184,7 @@ check "forbidden: score line" last_line_is forbidden "score: 20 / 35"
 
 # ---- the harness fails before any case: one failure in every group
 grade fatal --np 2
-check "fatal: whole run is an error" has_line fatal "error +np2/\(run\)"
+check "fatal: every planned case is an error (the plan is the engine's)" has_line fatal "error +np2/beta.c1M"
 check "fatal: harness message shown" has_line fatal "fatal harness error: .*cannot open the device"
 check "fatal: score line" last_line_is fatal "score: 0 / 35"
 
@@ -229,15 +229,27 @@ check "unsigned: the reason" has_line unsigned "does not carry this run's signat
 check "unsigned: alpha scores 0" has_line unsigned "alpha +0/10"
 
 grade wrongkey
-check "wrongkey: the run is tampered" has_line wrongkey "tampered +np1/\(run\)"
+check "wrongkey: the run is tampered (the plan is the engine's: its first case)" has_line wrongkey "tampered +np1/alpha.c0"
 check "wrongkey: the reason" has_line wrongkey "does not carry this run's signature"
 check "wrongkey: score line" last_line_is wrongkey "score: 0 / 35"
 grade wronglab --np 2
-check "wronglab: tampered" has_line wronglab "tampered +np2/\(run\) .*"
+check "wronglab: tampered" has_line wronglab "tampered +np2/alpha.c0 .*"
 check "wronglab: the reason" has_line wronglab "the driver is for lab 'other', not 'fake'"
 grade secondconn --np 2
-check "secondconn: a connection after the first is refused" log_has secondconn "late connect: refused"
-check "secondconn: what a second connection sends is never read (full marks)" last_line_is secondconn "score: 35 / 35"
+check "secondconn: a connection that says no hello is tampering" has_line secondconn "tampered +np2/alpha.c0 .*"
+check "secondconn: the reason" has_line secondconn "not a referee's hello"
+grade lateconn --np 2
+check "lateconn: once every rank has its key, nobody can connect" log_has lateconn "late connect: refused"
+check "lateconn: the run goes on (full marks)" last_line_is lateconn "score: 35 / 35"
+grade dupehello --np 2
+check "dupehello: two hellos as one rank are tampering" has_line dupehello "tampered +np2/alpha.c0 .*"
+check "dupehello: the reason" has_line dupehello "two connections say hello as rank 0"
+grade abort --np 2
+check "abort: another rank's referee stops the run: tampered" has_line abort "tampered +np2/alpha.c1024 .*"
+check "abort: its reason reaches the report" has_line abort "rank 1's referee stopped the run: the player answered"
+grade otherrecord --np 2
+check "otherrecord: another rank may send nothing but abort" has_line otherrecord "tampered +np2/alpha.c1024 .*"
+check "otherrecord: the reason" has_line otherrecord "rank 1's referee sent a record other than abort"
 
 # ---- escape codes, a line break with a score line, XML-invalid characters, bad UTF-8
 grade escape --np 2
