@@ -259,7 +259,8 @@ lab-%: libs engine FORCE
 	  --build "$(MAKE) --no-print-directory -s driver LAB=$(call lab_name,$*) SRC=$(call lab_src,$(call lab_name,$*)) FLAVOR=$(FLAVOR) BIN=$(call lab_bin,$(call lab_name,$*))" \
 	  --mpirun "$(MPIRUN)" $(if $(NP),--np "$$PL_NP") $(if $(T),--filter "$$PL_T") \
 	  $(if $(DEVICE),--device $(DEVICE)) $(if $(COMM),--comm $(COMM)) $(if $(HIDDEN),--hidden "$$PL_HIDDEN") \
-	  $(if $(SANDBOX),--sandbox $(SANDBOX)) $(if $(RUBRIC_SCALE),--test-scale) --out $(OUT)/$(call lab_name,$*))
+	  --sandbox $(or $(SANDBOX),auto) $(if $(wildcard datasets/cache),--data datasets/cache) \
+	  $(if $(RUBRIC_SCALE),--test-scale) --out $(OUT)/$(call lab_name,$*))
 
 # make grade [LAB=N] [SOLUTION=1] [OUT=dir] [HIDDEN=dir]: every lab (or one), with the
 # machine-readable reports, in the sandbox (SANDBOX=off to run without it).

@@ -24,6 +24,7 @@ typedef struct {
     const char *lab, *rubric, *driver, *build, *np, *filter, *device, *comm, *mpirun, *out, *hidden, *sandbox,
         *build_timeout;
     bool quiet, test_scale;
+    strlist data;  // --data DIR (repeatable): what a sandboxed run may read besides the driver
 } options;
 
 static void usage(FILE *f)
@@ -31,7 +32,7 @@ static void usage(FILE *f)
     fputs("usage: pl-grade --lab NAME --rubric FILE --driver PATH [--build \"SHELL CMD\"]\n"
           "                [--np \"1 2 4\"] [--filter GLOB] [--device D] [--comm C]\n"
           "                [--mpirun \"mpirun --oversubscribe\"] [--out DIR] [--hidden DIR]\n"
-          "                [--sandbox on|off|auto] [--build-timeout SEC] [--quiet] [--test-scale]\n"
+          "                [--sandbox on|off|auto] [--data DIR]... [--build-timeout SEC] [--quiet] [--test-scale]\n"
           "Builds, runs the lab driver under mpirun for each world size, scores it with the\n"
           "rubric and prints a report; exit 0 only with full marks. See docs/grader.md.\n",
           f);
@@ -62,6 +63,12 @@ static options parse_options(int argc, char **argv)
         }
         if (!strcmp(arg, "--test-scale")) {
             o.test_scale = true;
+            continue;
+        }
+        if (!strcmp(arg, "--data") || !strncmp(arg, "--data=", 7)) {
+            if (arg[6] == '=') strlist_push(&o.data, arg + 7);
+            else if (i + 1 < argc) strlist_push(&o.data, argv[++i]);
+            else die_usage("--data needs a value");
             continue;
         }
         bool known = false;
@@ -242,7 +249,10 @@ static char *sandbox_ready(sandbox *sb, const options *opt, const char *work)
 {
     // uid 65534 must pass through to its channel directory (nothing else: no read bit)
     if (sb->drop_root && chmod(work, 0711) != 0) die_engine("chmod %s: %s", work, strerror(errno));
-    sandbox_init(sb, opt->hidden, opt->out, work, opt->driver);
+    strlist words = {0};
+    strlist_split(&words, opt->mpirun);
+    sandbox_init(sb, opt->hidden, opt->out, work, opt->driver, &opt->data, words.count ? words.items[0] : NULL);
+    strlist_free(&words);
     strlist check = {0}, cmd = {0};
     const char *const test[] = {"/bin/sh", "-c", "test -r \"$0\" && test -x \"$0\"", opt->driver, NULL};
     for (int i = 0; test[i]; i++) strlist_push(&cmd, test[i]);

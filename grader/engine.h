@@ -219,7 +219,8 @@ typedef struct {
     bool drop_root;   // the engine is root: a run drops to uid/gid 65534 before bwrap
     bool tmpfs_size;  // this bwrap knows --size (bounds /tmp and /dev/shm)
     strlist masks;    // paths hidden behind an empty tmpfs: hidden rubric, --out, work dir
-    strlist reveal;   // directories bound read-only again after the masks (a driver in /tmp)
+    strlist reveal;   // directories bound read-only at their place: the driver's
+    strlist data_src, data_dst;  // the lab's data (--data): bound read-only where the run looks
     char *cwd;
 } sandbox;
 
@@ -234,7 +235,7 @@ void sandbox_probe_argv(strlist *out, bool with_size);
  * and the ones to show again (a driver or working directory under /tmp). Fatal (exit 2)
  * when the driver lies inside a hidden path. */
 void sandbox_init(sandbox *sb, const char *hidden_dir, const char *out_dir, const char *work_dir,
-                  const char *driver);
+                  const char *driver, const strlist *data, const char *launcher);
 /* The bwrap command line that runs `argv` in the sandbox, the channel directory (if not
  * NULL) bound read-write. */
 void sandbox_argv(strlist *out, const sandbox *sb, const char *channel_dir, char *const *argv);

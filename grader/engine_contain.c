@@ -41,6 +41,10 @@ void contain_init(void)
     if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0)
         fprintf(stderr, "pl-grade: warning: cannot become a child subreaper (%s); orphans of a run may escape\n",
                 strerror(errno));
+    /* no process of the same user can read the engine's memory or its /proc files (the
+     * hidden rubric, the run keys) */
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+        fprintf(stderr, "pl-grade: warning: cannot make itself undumpable (%s)\n", strerror(errno));
 }
 
 typedef struct {
@@ -206,6 +210,7 @@ static bool set_limit(int resource, double value, double hard_extra)
 
 bool contain_child_setup(const child_limits *lim, bool drop_root)
 {
+
     if (lim) {
         // CPU: SIGXCPU at the soft limit, SIGKILL 5 s later
         if (!set_limit(RLIMIT_CPU, lim->cpu_s, 5) || !set_limit(RLIMIT_DATA, lim->data_bytes, 0) ||
@@ -217,7 +222,9 @@ bool contain_child_setup(const child_limits *lim, bool drop_root)
         if (setgroups(0, NULL) != 0 || setgid(SANDBOX_UID) != 0 || setuid(SANDBOX_UID) != 0) return false;
         if (getuid() != SANDBOX_UID || geteuid() != SANDBOX_UID) return false;
     }
-    return true;
+    // nothing outlives the engine: a run's launcher dies with it (set last: a change of
+    // credentials clears it)
+    return prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) == 0;
 }
 
 int processes_of_user(uid_t uid)
@@ -255,12 +262,38 @@ static void push_words(strlist *l, const char *const *words)
 
 static const char *const SANDBOX_BASE[] = {
     "bwrap", "--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534", "--die-with-parent",
-    "--new-session", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", NULL,
+    "--new-session", "--cap-drop", "ALL", "--dev", "/dev", "--proc", "/proc", NULL,
 };
+
+/* What every run sees of the machine, read-only: the system's programs, libraries and
+ * configuration (Open MPI's included), and the hardware description hwloc reads. Nothing of
+ * the home directories or of the kit's tree: the driver's directory and the lab's data are
+ * bound one by one (sandbox_init). */
+static const char *const SANDBOX_SYSTEM[] = {"/usr", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/bin",
+                                             "/sbin", "/opt", "/sys", NULL};
+/* A GPU's device files, where they exist (the sandbox's /dev is a minimal one). */
+static const char *const SANDBOX_GPU[] = {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
+                                          "/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia2", "/dev/nvidia3",
+                                          "/dev/nvidia4", "/dev/nvidia5", "/dev/nvidia6", "/dev/nvidia7", NULL};
+
+static void push_system(strlist *out)
+{
+    for (int i = 0; SANDBOX_SYSTEM[i]; i++) {
+        strlist_push(out, "--ro-bind-try");
+        strlist_push(out, SANDBOX_SYSTEM[i]);
+        strlist_push(out, SANDBOX_SYSTEM[i]);
+    }
+    for (int i = 0; SANDBOX_GPU[i]; i++) {
+        strlist_push(out, "--dev-bind-try");
+        strlist_push(out, SANDBOX_GPU[i]);
+        strlist_push(out, SANDBOX_GPU[i]);
+    }
+}
 
 void sandbox_probe_argv(strlist *out, bool with_size)
 {
     push_words(out, SANDBOX_BASE);
+    push_system(out);
     if (with_size) {
         strlist_push(out, "--size");
         strlist_push(out, TMPFS_SIZE);
@@ -282,8 +315,36 @@ static char *real(const char *path)
     return path ? realpath(path, NULL) : NULL;
 }
 
+/* Where a command would be found: its own path if it names one, else the first in PATH
+ * (malloc'd absolute path), or NULL. */
+static char *find_program(const char *cmd, const char *cwd)
+{
+    if (strchr(cmd, '/')) return cmd[0] == '/' ? xstrdup(cmd) : xasprintf("%s/%s", cwd, cmd);
+    const char *path = getenv("PATH");
+    char *copy = xstrdup(path ? path : "/usr/bin:/bin"), *save = NULL;
+    for (char *dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
+        char *p = xasprintf("%s/%s", dir, cmd);
+        if (access(p, X_OK) == 0) {
+            free(copy);
+            return p;
+        }
+        free(p);
+    }
+    free(copy);
+    return NULL;
+}
+
+static void bind_data(sandbox *sb, const char *src, const char *dst)
+{
+    char *p = real(src);
+    if (!p) die_usage("--sandbox: %s: %s", src, strerror(errno));
+    strlist_push(&sb->data_src, p);
+    strlist_push(&sb->data_dst, dst);
+    free(p);
+}
+
 void sandbox_init(sandbox *sb, const char *hidden_dir, const char *out_dir, const char *work_dir,
-                  const char *driver)
+                  const char *driver, const strlist *data, const char *launcher)
 {
     const char *maybe[] = {hidden_dir, out_dir, work_dir};
     for (size_t i = 0; i < sizeof maybe / sizeof maybe[0]; i++) {
@@ -299,21 +360,33 @@ void sandbox_init(sandbox *sb, const char *hidden_dir, const char *out_dir, cons
     char *cwd = getcwd(NULL, 0);
     sb->cwd = xstrdup(cwd ? cwd : "/");
     free(cwd);
-    // /tmp and /dev/shm are private inside: a driver (or the working directory) there is
-    // shown again, read-only
+    // what grading needs and nothing else: the driver's directory (its referee and player)
+    // and the lab's data, read-only; the working directory exists (empty unless bound)
     char *drv_dir = xstrdup(drv);
     *strrchr(drv_dir, '/') = '\0';
-    const char *shown[] = {drv_dir[0] ? drv_dir : "/", sb->cwd};
-    for (size_t i = 0; i < 2; i++)
-        if ((under(shown[i], "/tmp") || under(shown[i], "/dev/shm")) && !strlist_has(&sb->reveal, shown[i]))
-            strlist_push(&sb->reveal, shown[i]);
+    strlist_push(&sb->reveal, drv_dir[0] ? drv_dir : "/");
     free(drv_dir);
     free(drv);
+    for (int i = 0; data && i < data->count; i++) {  // bound where the run looks for it
+        char *at = data->items[i][0] == '/' ? xstrdup(data->items[i]) : xasprintf("%s/%s", sb->cwd, data->items[i]);
+        bind_data(sb, data->items[i], at);
+        free(at);
+    }
+    // the launcher, when the system's directories do not hold it (MPI_HOME=..., a wrapper)
+    char *prog = launcher ? find_program(launcher, sb->cwd) : NULL;
+    if (prog) {
+        *strrchr(prog, '/') = '\0';
+        bool system = false;
+        for (int i = 0; SANDBOX_SYSTEM[i]; i++) system |= under(prog, SANDBOX_SYSTEM[i]);
+        if (!system && prog[0]) bind_data(sb, prog, prog);
+        free(prog);
+    }
 }
 
 void sandbox_argv(strlist *out, const sandbox *sb, const char *channel_dir, char *const *argv)
 {
     push_words(out, SANDBOX_BASE);
+    push_system(out);
     const char *const scratch[] = {"/tmp", "/dev/shm"};
     for (int i = 0; i < 2; i++) {
         if (sb->tmpfs_size) {
@@ -329,6 +402,11 @@ void sandbox_argv(strlist *out, const sandbox *sb, const char *channel_dir, char
         strlist_push(out, sb->reveal.items[i]);
         strlist_push(out, sb->reveal.items[i]);
     }
+    for (int i = 0; i < sb->data_src.count; i++) {
+        strlist_push(out, "--ro-bind");
+        strlist_push(out, sb->data_src.items[i]);
+        strlist_push(out, sb->data_dst.items[i]);
+    }
     for (int i = 0; i < sb->masks.count; i++) {
         strlist_push(out, "--tmpfs");
         strlist_push(out, sb->masks.items[i]);
@@ -338,6 +416,8 @@ void sandbox_argv(strlist *out, const sandbox *sb, const char *channel_dir, char
         strlist_push(out, channel_dir);
         strlist_push(out, channel_dir);
     }
+    strlist_push(out, "--dir");
+    strlist_push(out, sb->cwd);
     strlist_push(out, "--chdir");
     strlist_push(out, sb->cwd);
     strlist_push(out, "--");
@@ -348,6 +428,8 @@ void sandbox_free(sandbox *sb)
 {
     strlist_free(&sb->masks);
     strlist_free(&sb->reveal);
+    strlist_free(&sb->data_src);
+    strlist_free(&sb->data_dst);
     free(sb->cwd);
     *sb = (sandbox){0};
 }
