@@ -179,7 +179,7 @@ static int serve(void) {
     for (;;) {
         wire_msg m;
         void *payload = NULL;
-        if (!wire_recv(WIRE_FD_CTL, &m, &payload, (uint64_t)WIRE_RELAY_MAX + 64)) return PL_EXIT_FATAL;
+        if (wire_recv(WIRE_FD_CTL, &m, &payload, ((uint64_t)WIRE_RELAY_MAX + 64) * 2) != 1) return PL_EXIT_FATAL;
         bool reply = true;
         switch (m.cmd) {
         case CMD_PLAY: on_play(); break;

@@ -197,12 +197,16 @@ static void spawn_player(char **args) {
     g_ref.player = pid;
 }
 
-/* The player is gone: say how (the engine reads the markers), and leave with its code. */
+/* The control socket failed: the player is gone (say how: the engine reads the markers,
+ * and leave with its code), or it closed or garbled the socket while alive (tampered). */
 static PL_NORETURN void player_gone(void) {
     int st = 0;
-    pid_t r;
-    do r = waitpid(g_ref.player, &st, 0);
-    while (r < 0 && errno == EINTR);
+    pid_t r = 0;
+    for (int i = 0; i < 200 && r == 0; i++) { /* a dying player's exit follows its EOF */
+        r = waitpid(g_ref.player, &st, WNOHANG);
+        if (r == 0) usleep(10 * 1000);
+    }
+    if (r == 0) referee_tampered("the player stopped answering on its control socket but did not exit");
     g_ref.player = 0;
     if (r > 0 && WIFSIGNALED(st)) {
         fprintf(stderr, "[rank %d] the player crashed with signal %d (%s)%s%s\n", g_ref.rank, WTERMSIG(st),
@@ -222,14 +226,18 @@ void player_command(uint32_t cmd, uint32_t arg) {
     if (!wire_send(g_ref.ctl_fd, cmd, arg, NULL, 0)) player_gone();
     wire_msg m;
     void *payload = NULL;
-    if (!wire_recv(g_ref.ctl_fd, &m, &payload, 0)) player_gone();
-    if (m.cmd != REP_DONE) referee_tampered("the player answered command %u with %u", cmd, m.cmd);
+    int got = wire_recv(g_ref.ctl_fd, &m, &payload, 0);
+    if (got == 0) player_gone();
+    if (got < 0 || m.cmd != REP_DONE)
+        referee_tampered("the player answered command %u with something else than its reply", cmd);
 }
 
 static void player_ready(void) {
     wire_msg m;
     void *payload = NULL;
-    if (!wire_recv(g_ref.ctl_fd, &m, &payload, sizeof(wire_ready))) player_gone();
+    int got = wire_recv(g_ref.ctl_fd, &m, &payload, sizeof(wire_ready));
+    if (got == 0) player_gone();
+    if (got < 0) referee_tampered("the player did not start as a player");
     wire_ready r;
     if (m.cmd != REP_READY || m.len != sizeof r) referee_tampered("the player did not start as a player");
     memcpy(&r, payload, sizeof r);

@@ -45,7 +45,7 @@ void drv_allgather(const void *mine, size_t bytes, void *out) {
 
     wire_msg m;
     void *all = NULL;
-    if (!wire_recv(g_ref.ctl_fd, &m, &all, (uint64_t)one * (uint64_t)g_ref.world) || m.cmd != REP_RELAY ||
+    if (wire_recv(g_ref.ctl_fd, &m, &all, (uint64_t)one * (uint64_t)g_ref.world) != 1 || m.cmd != REP_RELAY ||
         m.len != (uint64_t)one * (uint64_t)g_ref.world)
         referee_tampered("the player did not relay the referees' values");
     for (int r = 0; r < g_ref.world; r++) {

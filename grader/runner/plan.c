@@ -323,7 +323,7 @@ int wire_send(int fd, uint32_t cmd, uint32_t arg, const void *payload, uint64_t 
 int wire_recv(int fd, wire_msg *m, void **payload, uint64_t max) {
     *payload = NULL;
     if (!wire_read_full(fd, m, sizeof *m)) return 0;
-    if (m->len > max) return 0;
+    if (m->len > max) return -1;
     if (!m->len) return 1;
     *payload = malloc((size_t)m->len);
     if (!*payload) return 0;

@@ -89,8 +89,9 @@ typedef struct {
 /* Read or write exactly n bytes (EINTR retried); false on end of file or error. */
 int wire_read_full(int fd, void *buf, size_t n);
 int wire_write_full(int fd, const void *buf, size_t n);
-/* One message (header + payload); a payload over `max` is refused (false). The payload
- * buffer is malloc'd into *payload (NULL when len is 0). */
+/* One message (header + payload): 1, or 0 at end of file / on an error, or -1 for a
+ * payload over `max` (not a message of ours). The payload buffer is malloc'd into
+ * *payload (NULL when len is 0). */
 int wire_send(int fd, uint32_t cmd, uint32_t arg, const void *payload, uint64_t len);
 int wire_recv(int fd, wire_msg *m, void **payload, uint64_t max);
 

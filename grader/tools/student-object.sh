@@ -43,13 +43,13 @@ libc_ok=' memcpy memmove memset memcmp memchr strlen strnlen strcmp strncmp strc
  aligned_alloc posix_memalign qsort bsearch abs labs llabs div ldiv lldiv strtol strtoul strtoll
  strtoull strtod strtof atoi atol atoll atof toupper tolower isalpha isdigit isalnum isspace
  isupper islower isxdigit isprint ispunct snprintf vsnprintf sprintf vsprintf sscanf printf
- vprintf fprintf vfprintf puts putchar fputs fputc fflush stdout stderr __assert_fail
+ vprintf fprintf vfprintf puts putchar fputs fputc fwrite fflush stdout stderr __assert_fail
  __stack_chk_fail __errno_location __ctype_b_loc __ctype_toupper_loc __ctype_tolower_loc
  __printf_chk __fprintf_chk __vfprintf_chk __vprintf_chk __snprintf_chk __vsnprintf_chk
  __sprintf_chk __vsprintf_chk __memcpy_chk __memmove_chk __memset_chk __strcpy_chk
  __strncpy_chk __strcat_chk __strncat_chk __isoc99_sscanf __isoc23_strtol __isoc23_strtoul
  __isoc23_strtoll __isoc23_strtoull __isoc23_sscanf __udivti3 __divti3 __umodti3 __modti3
- __popcountdi2 __muldc3 __mulsc3 __divdc3 __divsc3 '
+ __popcountdi2 __muldc3 __mulsc3 __divdc3 __divsc3 _GLOBAL_OFFSET_TABLE_ '
 libm_ok=' sqrt sqrtf exp expf exp2 exp2f expm1 expm1f log logf log2 log2f log10 log10f log1p
  log1pf pow powf fabs fabsf fmax fmaxf fmin fminf fma fmaf tanh tanhf sinh cosh erf erff erfc
  erfcf sin sinf cos cosf tan tanf asin acos atan atan2 atan2f sincos sincosf floor floorf ceil

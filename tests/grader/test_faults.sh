@@ -12,6 +12,8 @@
 #   // np: 2 3                world sizes (default "2 3")
 #   // full: ITEM...          rubric items that must still score full points
 #   // sandbox: on            graded with --sandbox on (skipped where bwrap cannot start)
+#   // sandbox: both          graded twice: as `make lab-N` does without the sandbox, and as
+#                             `make grade` does with it
 # For every file: it is caught as expected, it does not score full marks, the run ends
 # within its bound (no hang), no process of it is left behind, the console's only score
 # line is the engine's (the last), and junit.xml is valid XML.
@@ -48,20 +50,26 @@ for f in tests/grader/faults/*.c; do
         continue
     fi
     [ "$FAULTS" = all ] || [ "$speed" = quick ] || continue
-    if [ "$sandbox" = on ] && [ -z "$sandbox_ok" ]; then
-        echo "# $name: skipped (bubblewrap cannot start a sandbox here)"
+    # FAULTS_ONLY="name ..." grades only those files (a fault's own check)
+    if [ -n "${FAULTS_ONLY:-}" ] && [[ " $FAULTS_ONLY " != *" $name "* ]]; then continue; fi
+    modes=off
+    case $sandbox in on) modes=on ;; both) modes="off on" ;; esac
+    for mode in $modes; do
+    if [ "$mode" = on ] && [ -z "$sandbox_ok" ]; then
+        echo "# $name: sandboxed run skipped (bubblewrap cannot start a sandbox here)"
         continue
     fi
+    tag=$name
+    [ "$sandbox" = both ] && tag="$name ($( [ "$mode" = on ] && echo 'make grade, sandbox' || echo 'make lab-N, no sandbox'))"
     n=$((n + 1))
     cls=${expect%% *} glob=${expect#* }
     bound=180
     [ "$speed" = slow ] && bound=600
     bin=$B/cpu/faults/$lab/$name/driver
-    args=(--np "${np:-2 3}" --test-scale --out "$TMP/$name")
+    args=(--np "${np:-2 3}" --test-scale --out "$TMP/$name-$mode" --sandbox "$mode")
     # a filter keeps the run short, unless other groups must be seen keeping their points
     [ -z "$full" ] && [ "$glob" != "(build)" ] && args+=(--filter "$glob")
-    [ "$sandbox" = on ] && args+=(--sandbox on)
-    log=$TMP/$name.log
+    log=$TMP/$name-$mode.log
     start=$SECONDS
     timeout "$bound" "$ENGINE" --lab "$lab" --rubric "grader/rubrics/$lab.rubric" --driver "$bin" \
         --build "$MAKE --no-print-directory -s B=$B driver LAB=$lab SRCFILES=$f FLAVOR=cpu BIN=$bin" \
@@ -71,38 +79,39 @@ for f in tests/grader/faults/*.c; do
     score=$(tail -n 1 "$log")
 
     if [ $rc = 124 ] || [ $rc = 137 ]; then
-        notok "$name: finished within ${bound} s (killed after $took s: a hang)"
+        notok "$tag: finished within ${bound} s (killed after $took s: a hang)"
         continue
     fi
-    hit=$(classes "$TMP/$name/cases.json" 2>/dev/null | while read -r c k; do
+    hit=$(classes "$TMP/$name-$mode/cases.json" 2>/dev/null | while read -r c k; do
         # shellcheck disable=SC2254
         case "$c" in $glob) [ "$k" = "$cls" ] && { echo "$c"; break; } ;; esac
     done)
     if [ -n "$hit" ]; then
-        ok "$name: caught as $cls ($hit), $score, $took s"
+        ok "$tag: caught as $cls ($hit), $score, $took s"
     else
-        notok "$name: caught as $cls $glob (seen: $(classes "$TMP/$name/cases.json" 2>/dev/null | awk '{print $2}' | sort | uniq -c | tr '\n' ' '); exit $rc)"
+        notok "$tag: caught as $cls $glob (seen: $(classes "$TMP/$name-$mode/cases.json" 2>/dev/null | awk '{print $2}' | sort | uniq -c | tr '\n' ' '); exit $rc)"
         grep -E "^ +(tampered|missing|wrong|crash|timeout|deadlock|error|forbidden|build)" "$log" | head -3 | sed 's/^/# /'
     fi
-    [ $rc != 0 ] && ok "$name: not full marks (exit $rc)" || notok "$name: not full marks ($score)"
+    [ $rc != 0 ] && ok "$tag: not full marks (exit $rc)" || notok "$tag: not full marks ($score)"
     sleep 0.2
     left=$(pgrep -f "$bin" | tr '\n' ' ')
-    [ -z "$left" ] && ok "$name: no process left behind" || notok "$name: no process left behind (pids $left)"
+    [ -z "$left" ] && ok "$tag: no process left behind" || notok "$tag: no process left behind (pids $left)"
     if [ "$(grep -c '^score:' "$log")" = 1 ] && echo "$score" | grep -q '^score: '; then
-        ok "$name: the engine's score line is the only one"
+        ok "$tag: the engine's score line is the only one"
     else
-        notok "$name: the engine's score line is the only one ($(grep -c '^score:' "$log") lines start with 'score:')"
+        notok "$tag: the engine's score line is the only one ($(grep -c '^score:' "$log") lines start with 'score:')"
     fi
     if command -v xmllint >/dev/null; then
-        xmllint --noout "$TMP/$name/junit.xml" 2>/dev/null && ok "$name: junit.xml is valid XML" \
-            || notok "$name: junit.xml is valid XML"
+        xmllint --noout "$TMP/$name-$mode/junit.xml" 2>/dev/null && ok "$tag: junit.xml is valid XML" \
+            || notok "$tag: junit.xml is valid XML"
     fi
     for item in $full; do
         if grep -Eq "^  $item +([0-9.]+)/\\1 " "$log"; then
-            ok "$name: $item keeps its full points"
+            ok "$tag: $item keeps its full points"
         else
-            notok "$name: $item keeps its full points ($(grep -E "^  $item " "$log" | head -n 1 | sed 's/^ *//'))"
+            notok "$tag: $item keeps its full points ($(grep -E "^  $item " "$log" | head -n 1 | sed 's/^ *//'))"
         fi
+    done
     done
 done
 [ "$n" -gt 0 ] && ok "$n fault(s) graded (FAULTS=$FAULTS)" || notok "no fault was graded (FAULTS=$FAULTS)"

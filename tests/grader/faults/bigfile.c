@@ -1,9 +1,10 @@
 // lab: 01-collectives
-// expect: crash broadcast.oop.r0.c512
+// expect: forbidden (build)
 // speed: quick
-/* Issue item 3 and the limits: one broadcast case writes a byte 1.5 GiB into a temporary
- * file (tmpfile() is not refused: it names no path). The file size limit of every run
- * (1 GiB) turns the write into SIGXFSZ: a crash, and nothing is written. */
+/* One broadcast case writes a byte 1.5 GiB into a temporary file. Files are no lab's
+ * business: tmpfile() is not on the build's list of what a lab may call, and the player's
+ * play filter refuses open() anyway. (The run's file size limit, SIGXFSZ past 1 GiB, stays
+ * behind both: the engine's self-test checks it with its fake driver.) */
 #include <stdio.h>
 
 #define lab_broadcast lab_broadcast_solution

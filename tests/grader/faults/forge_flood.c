@@ -1,9 +1,9 @@
 // lab: 01-collectives
 // expect: tampered broadcast.*
 // speed: quick
-/* Issue item 1: 300 000 forged records on the results channel (they kept protocol 1's
- * engine busy for 17 minutes). The first one breaks the protocol; the run is killed at
- * once. */
+/* 300 000 forged records (they kept protocol 1's engine busy for 17 minutes), now into the
+ * player's control socket: its referee reads the first bytes as a reply that is none,
+ * stops the run (a signed abort) and the engine kills it at once. */
 #include "forge.h"
 
 #define lab_broadcast lab_broadcast_solution
@@ -12,7 +12,7 @@
 
 void lab_broadcast(const float *sendbuf, float *recvbuf, size_t count, int root, pl_comm *comm,
                    pl_stream *stream) {
-    int fd = fault_channel_fd();
+    int fd = FAULT_CONTROL_FD;
     if (fd >= 0)
         for (int i = 0; i < 300000; i++)
             fault_write_fd(fd, "{\"event\":\"result\",\"case\":\"allreduce.oop.c0\",\"group\":\"allreduce\",\"verdict\":\"pass\"}\n");
