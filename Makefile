@@ -267,6 +267,8 @@ lab-%: libs engine FORCE
 grade: libs engine
 	@rc=0; for l in $(if $(LAB),$(call lab_name,$(LAB)),$(LAB_NAMES)); do \
 	  [ -f grader/rubrics/$$l.rubric ] || continue; \
+	  files=$$(ls $(kind)/$$l/*.c 2>/dev/null); \
+	  if [ -n "$$files" ]; then mkdir -p $(OUT)/$$l; grader/tools/scan.sh labs/$$l $$files | tee $(OUT)/$$l/scan.txt; fi; \
 	  $(MAKE) --no-print-directory lab-$${l%%-*} OUT=$(OUT) SANDBOX=$(or $(SANDBOX),on) || rc=1; done; \
 	echo "reports in $(OUT)/<lab>/ (results.json, junit.xml, cases.json)"; exit $$rc
 
