@@ -410,8 +410,10 @@ int drv_main(const drv_lab *lab, int argc, char **argv) {
     take_env("PL_RESULTS_KEY", (char[80]){0}, 80); /* protocol 2's; never used now */
     static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", NULL};
     static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", NULL};
-    g_ref.rank = env_int(rank_vars, 0);
-    g_ref.world = env_int(size_vars, 1);
+    g_ref.rank = env_int(rank_vars, -1);
+    g_ref.world = env_int(size_vars, -1);
+    bool launched = g_ref.rank >= 0 && g_ref.world >= 1;
+    if (!launched) g_ref.rank = 0, g_ref.world = 1;
     char **args = player_args(argc, argv); /* before the harness takes its flags */
     pl_init_local(g_ref.rank, g_ref.world, &argc, &argv);
     parse_flags(argc, argv);
@@ -441,6 +443,9 @@ int drv_main(const drv_lab *lab, int argc, char **argv) {
         free(plan.v);
         return 0;
     }
+    if (!launched)
+        pl_usage_error("start the driver under a launcher: mpirun -np N %s (or srun); its players are MPI ranks",
+                       argv[0]);
     if (sock[0]) engine_connect(sock);
     memset(sock, 0, sizeof sock);
     region_open();

@@ -6,8 +6,9 @@
  *   start-up  everything a process needs to start MPI and a device, except what reaches
  *             other processes: ptrace, reading or writing their memory, signals to anyone
  *             but itself, changing limits, namespaces and mounts, kernel modules, BPF,
- *             io_uring (which would bypass the filter), and execve of anything but the
- *             player (the one path the referee passes)
+ *             io_uring (which would bypass the filter), new processes (clone for threads
+ *             only), and execve of anything but the player (the one path the referee
+ *             passes)
  *   play      an allow-list: what a running rank of the kit needs (memory, threads, time,
  *             futexes, the sockets and pipes already open, Open MPI's polling, and the
  *             unlink of its shared-memory segment at MPI_Finalize), measured with strace
@@ -166,6 +167,15 @@ bool confine_startup(pid_t self, const char *exec_path) {
     signals_to_self(&p, self);
     /* execve of the player only: the one pointer the referee's child passes */
     rule_arg_eq(&p, __NR_execve, 0, (uint64_t)(uintptr_t)exec_path, ERRNO(EPERM));
+    /* threads, never processes (MPI_Init under a launcher forks nothing) */
+    rule_arg_has(&p, __NR_clone, 0, CLONE_THREAD, ERRNO(EPERM));
+#ifdef __NR_clone3
+    rule(&p, __NR_clone3, ERRNO(ENOSYS));
+#endif
+#ifdef __NR_fork
+    rule(&p, __NR_fork, ERRNO(EPERM));
+    rule(&p, __NR_vfork, ERRNO(EPERM));
+#endif
 #ifdef __NR_execveat
     rule(&p, __NR_execveat, ERRNO(EPERM));
 #endif
