@@ -59,6 +59,10 @@ HAVE_NVCC := $(if $(NO_CUDA),,$(if $(NVCC),$(shell test -x $(NVCC) && echo yes))
 NCCL_HOME ?=
 HAVE_NCCL := $(if $(HAVE_NVCC),$(if $(NO_NCCL),,$(shell test -f $(or $(NCCL_HOME),$(CUDA_HOME))/include/nccl.h -o -f /usr/include/nccl.h && echo yes)))
 HAVE_GPU  := $(shell nvidia-smi -L 2>/dev/null | grep -q GPU && echo yes)
+# NVSHMEM (Lab 9's symmetric memory with a GPU per rank): the nvidia-nvshmem-cu13 wheel that
+# scripts/install-deps.sh unpacks into .devdeps/nvshmem on a machine with GPUs, or NVSHMEM_HOME.
+NVSHMEM_HOME ?= $(firstword $(wildcard $(CURDIR)/.devdeps/nvshmem/nvidia/nvshmem))
+HAVE_NVSHMEM := $(if $(HAVE_NVCC),$(if $(NO_NVSHMEM),,$(if $(NVSHMEM_HOME),$(shell test -f $(NVSHMEM_HOME)/include/nvshmem.h && echo yes))))
 # Which flavour runs the labs: cuda when it is built and a GPU is present, else cpu.
 FLAVOR    := $(or $(FLAVOR),$(if $(and $(HAVE_NVCC),$(HAVE_GPU)),cuda,cpu))
 
@@ -78,10 +82,12 @@ PUBLIC_INC := -Icommon -Ikernels -Idatasets -Imodels
 STUDENT_CFLAGS := $(CFLAGS) -std=c11 -Wall -Wextra -D_GNU_SOURCE $(PUBLIC_INC)
 CFLAGS   += -std=c11 -Wall -Wextra -D_GNU_SOURCE $(PUBLIC_INC) -Icommon/internal -Ikernels/internal -Igrader
 LDLIBS   := -lopenblas -lcjson -lz -lm
-CUDA_CFLAGS := -DPL_HAVE_CUDA $(if $(HAVE_NCCL),-DPL_HAVE_NCCL) $(if $(NCCL_HOME),-I$(NCCL_HOME)/include)
+CUDA_CFLAGS := -DPL_HAVE_CUDA $(if $(HAVE_NCCL),-DPL_HAVE_NCCL) $(if $(NCCL_HOME),-I$(NCCL_HOME)/include) \
+               $(if $(HAVE_NVSHMEM),-DPL_HAVE_NVSHMEM -I$(NVSHMEM_HOME)/include)
 CUDA_LIBDIRS := $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib)
 CUDA_LDLIBS := $(foreach d,$(CUDA_LIBDIRS),-L$(d) -Wl,-rpath,$(d)) -lcublas -lcudart \
-               $(if $(HAVE_NCCL),$(if $(NCCL_HOME),-L$(NCCL_HOME)/lib -Wl$(comma)-rpath$(comma)$(NCCL_HOME)/lib -l:libnccl.so.2,-lnccl)) -lstdc++
+               $(if $(HAVE_NCCL),$(if $(NCCL_HOME),-L$(NCCL_HOME)/lib -Wl$(comma)-rpath$(comma)$(NCCL_HOME)/lib -l:libnccl.so.2,-lnccl)) \
+               $(if $(HAVE_NVSHMEM),-L$(NVSHMEM_HOME)/lib -Wl$(comma)-rpath$(comma)$(NVSHMEM_HOME)/lib -l:libnvshmem_host.so.3) -lstdc++
 NVCCFLAGS := -O2 -std=c++17 -Icommon -Icommon/internal -Ikernels -Ikernels/internal -Idatasets -Imodels $(shell $(MPICC) --showme:compile 2>/dev/null) \
              $(CUDA_CFLAGS) $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
              -Xcompiler -Wall,-Wextra
@@ -100,7 +106,8 @@ LIB_H      := $(wildcard $(addsuffix /*.h,$(LIB_DIRS)) $(addsuffix /internal/*.h
 COMMON_H   := $(LIB_H)
 CPU_OBJ    := $(LIB_C:%.c=$(B)/cpu/obj/%.o) $(B)/cpu/driver.o
 CUDA_OBJ   := $(LIB_C:%.c=$(B)/cuda/obj/%.o) $(B)/cuda/driver.o \
-              $(patsubst %.cu,$(B)/cuda/obj/%.cu.o,$(if $(HAVE_NCCL),$(LIB_CU),$(filter-out common/pl_comm_nccl.cu,$(LIB_CU))))
+              $(patsubst %.cu,$(B)/cuda/obj/%.cu.o,$(filter-out $(if $(HAVE_NCCL),,common/pl_comm_nccl.cu) \
+                $(if $(HAVE_NVSHMEM),,common/pl_sym_nvshmem.cu),$(LIB_CU)))
 ENGINE     := $(B)/tools/pl-grade
 # The case runner's own files: shared by both programs of a lab, the referee's, the player's.
 RUNNER_SHARED  := $(wildcard grader/runner/*.c)
@@ -132,7 +139,7 @@ all: config libs engine drivers
 
 config:
 	@echo "paralab: mpicc $(if $(HAVE_MPICC),found,MISSING)  openblas $(if $(HAVE_BLAS),found,MISSING)  cjson $(if $(HAVE_CJSON),found,MISSING)  zlib $(if $(HAVE_ZLIB),found,MISSING)"
-	@echo "paralab: nvcc $(if $(HAVE_NVCC),$(NVCC) (cuda flavour builds; arch $(CUDA_ARCH)),not used$(if $(NO_CUDA), (NO_CUDA=1), (not found): cpu flavour only))  nccl $(if $(HAVE_NCCL),found,skipped)  gpu $(if $(HAVE_GPU),present,none)  -> labs run the $(FLAVOR) flavour"
+	@echo "paralab: nvcc $(if $(HAVE_NVCC),$(NVCC) (cuda flavour builds; arch $(CUDA_ARCH)),not used$(if $(NO_CUDA), (NO_CUDA=1), (not found): cpu flavour only))  nccl $(if $(HAVE_NCCL),found,skipped)  nvshmem $(if $(HAVE_NVSHMEM),found,skipped)  gpu $(if $(HAVE_GPU),present,none)  -> labs run the $(FLAVOR) flavour"
 
 libs: $(foreach f,$(FLAVORS),$(B)/$(f)/libparalab.a) $(B)/public.syms
 
@@ -404,4 +411,5 @@ help:
 	@echo "  TRACE=1               write a Chrome trace (trace.json) of each run, for Perfetto"
 	@echo "  MPIRUN=\"...\"          the launcher, e.g. \"mpirun --hostfile hosts\" or \"srun -n {np}\""
 	@echo "  FLAVOR=cpu|cuda       which build runs the labs (default: cuda when built and a GPU is present)"
+	@echo "  NO_NVSHMEM=1 NVSHMEM_HOME=dir   Lab 9's NVSHMEM backend (default: .devdeps/nvshmem from scripts/install-deps.sh)"
 	@echo "  NO_CUDA=1 NO_NCCL=1 CUDA_HOME=dir MPI_HOME=dir NCCL_HOME=dir CUDA_ARCH=\"80 90\" V=1   build controls"

@@ -1,6 +1,7 @@
 /* pl.h - the ParaLab harness: the one header a lab includes.
  * defines: runtime (pl_init, pl_rank, errors), device memory/streams/events/GEMM,
- * communicators and collectives, tensor views, counter RNG, instrumentation, checks. */
+ * communicators and collectives, symmetric memory (one-sided puts and signals), tensor
+ * views, counter RNG, instrumentation, checks. */
 #ifndef PL_H
 #define PL_H
 
@@ -9,6 +10,7 @@
 #include "pl_device.h"
 #include "pl_rng.h"
 #include "pl_runtime.h"
+#include "pl_sym.h"
 #include "pl_tensor.h"
 #include "pl_trace.h"
 

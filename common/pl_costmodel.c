@@ -19,9 +19,11 @@ typedef struct {
     double to_si;
     size_t offset;
     int is_int;
+    int optional; /* may be left out: plc_profile_parse gives it a default */
 } profile_key;
 
-#define PK(k, f, field, i) {k, f, offsetof(plc_profile, field), i}
+#define PK(k, f, field, i) {k, f, offsetof(plc_profile, field), i, 0}
+#define PK_OPTIONAL(k, f, field) {k, f, offsetof(plc_profile, field), 0, 1}
 static const profile_key KEYS[] = {
     PK("gpus_per_node", 1, gpus_per_node, 1),
     PK("nodes", 1, nodes, 1),
@@ -34,6 +36,9 @@ static const profile_key KEYS[] = {
     PK("intra_bw_GBps", 1e9, intra_beta, 0),
     PK("inter_latency_us", 1e-6, inter_alpha, 0),
     PK("inter_bw_GBps", 1e9, inter_beta, 0),
+    /* one-sided puts (symmetric memory); default: the intra-node message figures */
+    PK_OPTIONAL("put_latency_us", 1e-6, put_alpha),
+    PK_OPTIONAL("put_bw_GBps", 1e9, put_beta),
 };
 #define NKEYS (sizeof KEYS / sizeof KEYS[0])
 
@@ -93,9 +98,14 @@ int plc_profile_parse(plc_profile *p, const char *text, char *err, size_t errlen
         seen[k] = 1;
     }
     for (size_t k = 0; k < NKEYS; k++)
-        if (!seen[k]) {
+        if (!seen[k] && !KEYS[k].optional) {
             set_err(err, errlen, "missing key '%s'%.0d", KEYS[k].key, 0);
             return -1;
+        }
+    for (size_t k = 0; k < NKEYS; k++)
+        if (!seen[k] && KEYS[k].optional) {
+            if (KEYS[k].offset == offsetof(plc_profile, put_alpha)) p->put_alpha = p->intra_alpha;
+            if (KEYS[k].offset == offsetof(plc_profile, put_beta)) p->put_beta = p->intra_beta;
         }
     if (p->peak_flops <= 0 || p->gemm_eff <= 0 || p->vector_flops <= 0 || p->mem_bw <= 0 || p->intra_beta <= 0 || p->inter_beta <= 0) {
         set_err(err, errlen, "%s: peak_tflops, gemm_efficiency, vector_tflops and the bandwidths must be > 0%.0d", "profile", 0);
@@ -169,6 +179,10 @@ double plc_p2p_time(const plc_profile *p, int same_node, double bytes) {
     return same_node ? p->intra_alpha + bytes / p->intra_beta : p->inter_alpha + bytes / p->inter_beta;
 }
 
+double plc_put_time(const plc_profile *p, int same_node, double bytes) {
+    return same_node ? p->put_alpha + bytes / p->put_beta : p->inter_alpha + bytes / p->inter_beta;
+}
+
 double plc_coll_time(const plc_profile *p, pl_op_kind kind, int n, int nodes, double S) {
     if (n <= 1) return 0;
     double a = nodes > 1 ? p->inter_alpha : p->intra_alpha, b = nodes > 1 ? p->inter_beta : p->intra_beta;
@@ -188,7 +202,10 @@ double plc_coll_time(const plc_profile *p, pl_op_kind kind, int n, int nodes, do
 /* ---- replay ----------------------------------------------------------------------------- */
 
 static int is_p2p(pl_op_kind k) { return k == PL_OP_SEND || k == PL_OP_RECV; }
-static int is_comm(pl_op_kind k) { return is_p2p(k) || pl_op_is_collective(k) || k == PL_OP_BARRIER; }
+/* One-sided ops have no partner to meet: a put costs its own time, a signal a put of 8
+ * bytes, a wait nothing (docs/cost-model.md says what that leaves out). */
+static int is_onesided(pl_op_kind k) { return k == PL_OP_PUT || k == PL_OP_SIGNAL || k == PL_OP_WAIT; }
+static int is_comm(pl_op_kind k) { return is_p2p(k) || pl_op_is_collective(k) || k == PL_OP_BARRIER || is_onesided(k); }
 
 /* A batch: consecutive ops of one rank and stream that run together (one compute op, one
  * collective, or a run of point-to-point ops issued as a group: each issued before the
@@ -227,6 +244,11 @@ static double op_cost(const replay *r, const plc_op *o) {
     const plc_profile *p = r->p;
     if (o->kind == PL_OP_GEMM) return plc_gemm_time(p, o->flops, o->bytes);
     if (o->kind == PL_OP_KERNEL) return plc_kernel_time(p, o->flops, o->bytes);
+    if (o->kind == PL_OP_WAIT) return 0;
+    if (o->kind == PL_OP_PUT || o->kind == PL_OP_SIGNAL) {
+        int other = o->peer >= 0 ? o->peer : o->rank; /* puts name world ranks */
+        return plc_put_time(p, node_of(p, o->rank) == node_of(p, other), o->kind == PL_OP_SIGNAL ? 8 : o->bytes);
+    }
     if (is_p2p(o->kind)) {
         int other = member(o->rank, o->comm_size, o->peer);
         return plc_p2p_time(p, node_of(p, o->rank) == node_of(p, other), o->bytes);
@@ -300,11 +322,11 @@ static void build_batches(replay *r) {
     /* Collective sequence numbers per (rank, comm_id, comm_size). */
     for (size_t k = 0; k < r->nb; k++) {
         const plc_op *o = &r->ops[r->b[k].first];
-        if (is_p2p(o->kind) || !is_comm(o->kind)) continue;
+        if (is_p2p(o->kind) || is_onesided(o->kind) || !is_comm(o->kind)) continue;
         int seq = 0;
         for (long j = (long)k - 1; j >= 0 && r->b[j].rank == r->b[k].rank; j--) {
             const plc_op *q = &r->ops[r->b[j].first];
-            if (!is_p2p(q->kind) && is_comm(q->kind) && q->comm_id == o->comm_id && q->comm_size == o->comm_size) seq++;
+            if (!is_p2p(q->kind) && !is_onesided(q->kind) && is_comm(q->kind) && q->comm_id == o->comm_id && q->comm_size == o->comm_size) seq++;
         }
         r->b[k].coll_seq = seq;
     }

@@ -10,6 +10,7 @@
 #include "pl_backend.h"    // defines: the backend tables, pl_dev, pl_cb, PL_MPI_CHECK
 #include "pl_instrument.h" // defines: pl_trace_write_chrome
 #include "pl_internal.h"   // defines: the set-up functions and hooks of every layer
+#include "pl_sym_backend.h" // defines: pl_sym_setup, pl_sym_teardown (symmetric memory)
 
 pl_runtime_info *pl_info_mutable(void); /* pl_runtime.c */
 void pl_install_crash_handlers(void);
@@ -216,6 +217,7 @@ void pl_init(int *argc, char ***argv) {
     pl_dev->init(&g_info);
     pl_device_setup_streams();
     pl_comm_setup_world();
+    pl_sym_setup();
     /* Align the trace clocks of all ranks at a common point. */
     PL_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     pl_trace_start_clock();
@@ -282,6 +284,7 @@ void pl_finalize(void) {
         pl_trace_write_chrome(g_info.trace_path);
         if (g_info.rank == 0) pl_log0("trace written to %s (open it in ui.perfetto.dev)", g_info.trace_path);
     }
+    pl_sym_teardown();
     pl_comm_teardown();
     pl_device_teardown_streams();
     if (pl_dev->finalize) pl_dev->finalize();

@@ -36,7 +36,7 @@ static pl_metrics g_m;
 
 static const char *const kind_names[PL_OP_COUNT] = {
     "send", "recv", "allreduce", "allgather", "reduce_scatter", "broadcast",
-    "reduce", "alltoall", "barrier", "gemm", "kernel", "region"};
+    "reduce", "alltoall", "barrier", "gemm", "kernel", "region", "put", "signal", "wait"};
 
 const char *pl_op_kind_name(pl_op_kind k) {
     return (unsigned)k < PL_OP_COUNT ? kind_names[k] : "?";
@@ -48,6 +48,10 @@ static void count(const pl_trace_event *e) {
     case PL_OP_RECV: g_m.bytes_recv += e->bytes; g_m.msgs_recv++; break;
     case PL_OP_GEMM: g_m.gemm_calls++; g_m.gemm_flops += e->flops; break;
     case PL_OP_KERNEL: g_m.kernel_calls++; g_m.kernel_bytes += (double)e->bytes; break;
+    case PL_OP_PUT: g_m.puts++; g_m.put_bytes += e->bytes; break;
+    case PL_OP_SIGNAL: g_m.signals++; break;
+    case PL_OP_WAIT: g_m.waits++; break;
+    case PL_OP_BARRIER: g_m.barriers++; break;
     default:
         if (pl_op_is_collective(e->kind)) {
             g_m.coll_calls[e->kind]++;

@@ -27,6 +27,9 @@ typedef enum {
     PL_OP_GEMM,
     PL_OP_KERNEL,      /* elementwise / memory-bound device work: kernels/, copies, fills */
     PL_OP_REGION,
+    PL_OP_PUT,         /* symmetric memory (pl_sym.h): one-sided put, signal, wait      */
+    PL_OP_SIGNAL,
+    PL_OP_WAIT,
     PL_OP_COUNT
 } pl_op_kind;
 

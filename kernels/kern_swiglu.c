@@ -19,6 +19,18 @@ void kern_swiglu_forward_ref(float *out, const float *gate, const float *up, siz
     }
 }
 
+/* Each element's inputs are read before its outputs are written, so gate/up may be the
+ * outputs (in place). */
+void kern_swiglu_backward_ref(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
+                              size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i], u = up[i], d = dout[i];
+        float sg = 1.0f / (1.0f + expf(-g));
+        dgate[i] = d * u * sg * (1.0f + g * (1.0f - sg));
+        dup[i] = d * g * sg;
+    }
+}
+
 /* ================================================================================== */
 /* Dispatcher                                                                          */
 /* ================================================================================== */
@@ -35,4 +47,19 @@ void kern_swiglu_forward(float *out, const float *gate, const float *up, size_t 
     KERN_DISPATCH("swiglu_fwd", bytes, flops,
                   kern_swiglu_forward_cuda(out, gate, up, n, s),
                   kern_swiglu_forward_ref(out, gate, up, n));
+}
+
+void kern_swiglu_backward_cost(size_t n, double *bytes, double *flops) {
+    /* dout, gate, up read, dgate, dup written; an exp and about ten operations */
+    *bytes = 20.0 * (double)n;
+    *flops = (10.0 + KERN_TRANSCENDENTAL) * (double)n;
+}
+
+void kern_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up, size_t n,
+                          pl_stream *s) {
+    double bytes, flops;
+    kern_swiglu_backward_cost(n, &bytes, &flops);
+    KERN_DISPATCH("swiglu_bwd", bytes, flops,
+                  kern_swiglu_backward_cuda(dgate, dup, dout, gate, up, n, s),
+                  kern_swiglu_backward_ref(dgate, dup, dout, gate, up, n));
 }

@@ -28,6 +28,16 @@ static __global__ void swiglu_scalar_kernel(float *out, const float *gate, const
         out[i] = swiglu(gate[i], up[i]);
 }
 
+static __global__ void swiglu_backward_kernel(float *dgate, float *dup, const float *dout, const float *gate,
+                                              const float *up, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float g = gate[i], u = up[i], d = dout[i];
+        float sg = 1.0f / (1.0f + expf(-g));
+        dgate[i] = d * u * sg * (1.0f + g * (1.0f - sg));
+        dup[i] = d * g * sg;
+    }
+}
+
 /* ================================================================================== */
 /* Launcher                                                                            */
 /* ================================================================================== */
@@ -42,5 +52,12 @@ void kern_swiglu_forward_cuda(float *out, const float *gate, const float *up, si
     } else {
         swiglu_scalar_kernel<<<kern_blocks(n, threads), threads, 0, kern_native(s)>>>(out, gate, up, n);
     }
+    PL_CUDA_KERNEL_CHECK();
+}
+
+void kern_swiglu_backward_cuda(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
+                               size_t n, pl_stream *s) {
+    if (n == 0) return;
+    swiglu_backward_kernel<<<kern_blocks(n, 256), 256, 0, kern_native(s)>>>(dgate, dup, dout, gate, up, n);
     PL_CUDA_KERNEL_CHECK();
 }

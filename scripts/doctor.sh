@@ -234,6 +234,31 @@ else
 fi
 printf '     override with --device/--comm, PL_DEVICE/PL_COMM, or make DEVICE=cpu COMM=mpi\n'
 
+# --- symmetric memory (mirrors choose() in common/pl_sym.c) --------------------------------
+section "symmetric memory (Lab 9, pl_sym.h)"
+nvshmem_home=${NVSHMEM_HOME:-$(cd "$(dirname "$0")/.." && pwd)/.devdeps/nvshmem/nvidia/nvshmem}
+nvshmem_ver=""
+if [[ -f "$nvshmem_home/include/non_abi/nvshmem_version.h" ]]; then
+    nvv() { sed -n "s/^#define NVSHMEM_VENDOR_$1_VERSION *\([0-9]*\).*/\1/p" "$nvshmem_home/include/non_abi/nvshmem_version.h" | head -n1; }
+    nvshmem_ver="$(nvv MAJOR).$(nvv MINOR).$(nvv PATCH)"
+fi
+if [[ -n "$nvshmem_ver" && -n "$NVCC" && -z "${NO_NVSHMEM:-}" ]]; then
+    ok NVSHMEM "$nvshmem_ver ($nvshmem_home): the cuda flavour builds the nvshmem backend"
+elif [[ -n "$nvshmem_ver" ]]; then
+    absent NVSHMEM "$nvshmem_ver found, unused: the cuda flavour needs nvcc"
+else
+    absent NVSHMEM "not installed (scripts/install-deps.sh adds it on a machine with GPUs, or set NVSHMEM_HOME=)"
+fi
+printf '  -> cpu device: mpi-rma (MPI-3 windows; shared windows on one node, so peer pointers work)\n'
+if [[ -n "$NVCC" ]] && ((gpus > 0 && cuda_usable)); then
+    if [[ -n "$nvshmem_ver" ]]; then
+        printf '  -> cuda device, NP 1..%d: nvshmem (every rank owns its GPU); NP > %d: cuda-ipc (ranks share GPUs)\n' "$gpus" "$gpus"
+    else
+        printf '  -> cuda device: cuda-ipc (IPC handles, stream-ordered signals; one node)\n'
+    fi
+fi
+printf '     a run says which one it used: make lab-9 prints it; override with PL_SYM=mpi-rma|cuda-ipc|nvshmem\n'
+
 # --- summary --------------------------------------------------------------------------------
 if ((cpu_ok)); then
     if ((gpus > 0 && cuda_usable)) && [[ -n "$NVCC" ]]; then

@@ -5,7 +5,7 @@
 #   harness  harness tests on the cuda device: NCCL with one rank, the MPI comm backend
 #            with 2 and 4 ranks sharing the GPU; the watchdog on cuda+mpi
 #   kernels  the CUDA kernels against their CPU references; make bench-kernels
-#   labs     the solutions of Labs 0-6 through the grader (Lab 2 also in TF32; Lab 5 on
+#   labs     the solutions of Labs 0-6 and 9 through the grader (Lab 2 also in TF32; Lab 5 on
 #            SmolLM2 when datasets/cache holds it, else on the tiny llama), and the Lab 1
 #            starter (must score 0)
 #   bench    Lab 2 GEMM efficiency and cost model, Lab 4 step time per schedule, Lab 5
@@ -123,6 +123,13 @@ if want labs; then
     grade "lab 5 solution np2,4 cuda+mpi${l5:+ (tiny llama)}" 400 lab-5 SOLUTION=1 NP="2 4" COMM=mpi "${l5[@]}"
     grade "lab 6 solution np1 cuda+nccl" 300 lab-6 SOLUTION=1 NP=1 COMM=nccl
     grade "lab 6 solution np2 cuda+mpi" 300 lab-6 SOLUTION=1 NP=2 COMM=mpi
+    grade "lab 9 solution np1 cuda (nvshmem when installed)" 300 lab-9 SOLUTION=1 NP=1 COMM=nccl
+    grade "lab 9 solution np2 cuda (cuda-ipc: ranks share the GPU)" 400 lab-9 SOLUTION=1 NP=2 COMM=mpi
+    for np in 1 2; do # which symmetric-memory implementation ran, in the driver's own words
+        l=$(timeout 120 mpirun -np $np build/cuda/solutions/lab09 --device cuda --comm "$([ $np = 1 ] && echo nccl || echo mpi)" \
+            --filter config.ok 2>&1 | grep -o 'symmetric memory [^;]*' | head -n 1)
+        row "lab 9 np$np" "${l:-no line (did it start?)}"
+    done
 fi
 
 comm_for() { [ "$1" = 1 ] && echo nccl || echo mpi; } # one GPU: NCCL only with one rank
@@ -162,6 +169,12 @@ if want bench; then
         done
     done
     grep '^bench06' "$log" | while IFS= read -r l; do row "lab6 cuda" "$l"; done
+    log=$OUT/bench-lab9.log
+    : >"$log"
+    for np in 1 2; do
+        timeout 300 mpirun -np $np build/cuda/solutions/lab09 --device cuda --comm "$(comm_for $np)" --run bench >>"$log" 2>&1
+    done
+    grep -E '^ *(layer|crossover)|^# lab09 bench' "$log" | while IFS= read -r l; do row "lab9 cuda" "$l"; done
     timeout 300 "${MK[@]}" scaling LAB=2 SOLUTION=1 NP="1 2 4" >"$OUT/scaling-2.log" 2>&1
     row "make scaling LAB=2 (np 1 2 4), exit $?" "table in scaling-2.log"
 fi

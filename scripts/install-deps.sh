@@ -52,6 +52,28 @@ fetch_model() {
     "$(dirname "$0")/fetch-model.sh" || echo "install-deps.sh: Lab 5's model was not fetched (labs 0-4 and 6 do not need it); retry with scripts/fetch-model.sh"
 }
 
+# Lab 9's NVSHMEM (symmetric memory with a GPU per rank): the nvidia-nvshmem-cu13 wheel from
+# PyPI (headers, host library, device bitcode), unpacked into .devdeps/nvshmem where the
+# Makefile finds it. Only on a machine with GPUs and nvcc: elsewhere nothing would use it
+# (the cpu device's symmetric memory is MPI RMA; ranks sharing GPUs use CUDA IPC).
+fetch_nvshmem() {
+    local root dest
+    root=$(cd "$(dirname "$0")/.." && pwd)
+    dest="$root/.devdeps/nvshmem"
+    [[ -f "$dest/nvidia/nvshmem/include/nvshmem.h" ]] && return 0
+    nvidia-smi -L 2>/dev/null | grep -q '^GPU' || return 0
+    command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]] || return 0
+    local pip
+    pip=$(command -v pip3 || command -v pip || true)
+    if [[ -z "$pip" ]]; then
+        echo "install-deps.sh: no pip: NVSHMEM not installed (Lab 9 uses CUDA IPC instead; 'pip install --target $dest nvidia-nvshmem-cu13' adds it)"
+        return 0
+    fi
+    echo "install-deps.sh: GPUs found: installing NVSHMEM (nvidia-nvshmem-cu13) into $dest for Lab 9"
+    "$pip" install -q --no-deps --target "$dest" nvidia-nvshmem-cu13 ||
+        echo "install-deps.sh: NVSHMEM was not installed (offline?); Lab 9 falls back to CUDA IPC"
+}
+
 # --- what is missing ----------------------------------------------------------------------
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -60,7 +82,7 @@ for p in "${PACKAGES[@]}"; do
 done
 
 if ((${#missing[@]} == 0)); then
-    ((check_only)) || fetch_model
+    ((check_only)) || { fetch_model; fetch_nvshmem; }
     echo "install-deps.sh: summary: all ${#PACKAGES[@]} packages present (${PACKAGES[*]})"
     exit 0
 fi
@@ -115,5 +137,6 @@ if ((${#still[@]})); then
     exit 1
 fi
 fetch_model
+fetch_nvshmem
 echo "install-deps.sh: summary: installed ${#missing[@]} package(s) (${missing[*]}); run 'make doctor' next"
 exit 0

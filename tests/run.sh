@@ -46,6 +46,7 @@ for np in 1 2 3 4 8; do tap_run "$np" 120 $B/tests/test_rng; done
 tap_run 1 120 $B/tests/test_gemm
 for np in 1 2 3 4 5 7; do tap_run "$np" 180 $B/tests/test_collectives; done
 for np in 1 2 4; do tap_run "$np" 60 $B/tests/test_streams; done
+for np in 1 2 3 4 8; do tap_run "$np" 120 $B/tests/test_sym; done
 
 section "watchdog, crashes, traces, errors"
 for np in 2 3; do
@@ -63,6 +64,18 @@ timeout 60 $MPIRUN -np 3 $B/tests/misbehave stuck-collective --watchdog 2 >"$TMP
 rc=$?
 expect "watchdog: ranks blocked inside a library collective are reported (exit $rc)" \
     bash -c "[ $rc = 86 ] && grep -q 'rank 1 waits in allreduce' $TMP/e && grep -q 'rank 2 waits in allreduce' $TMP/e"
+timeout 60 $MPIRUN -np 3 $B/tests/test_sym lost-signal --watchdog 2 >"$TMP/o" 2>"$TMP/e"
+rc=$?
+expect "watchdog: a rank waiting for a signal nobody sends is reported (exit $rc)" \
+    bash -c "[ $rc = 86 ] && grep -q 'rank 0 waits in sym wait_until' $TMP/e"
+timeout 60 $MPIRUN -np 2 $B/tests/test_sym bad-range >"$TMP/o" 2>"$TMP/e"
+rc=$?
+expect "symmetric memory: a put past the end of an allocation is one explained line and exit 3 (got $rc)" \
+    bash -c "[ $rc = 3 ] && grep -q 'pl_sym_put -> .*run past the end' $TMP/e"
+timeout 60 $MPIRUN -np 2 $B/tests/test_sym bad-size >"$TMP/o" 2>"$TMP/e"
+rc=$?
+expect "symmetric memory: ranks asking for different sizes is a usage error (exit $rc)" \
+    bash -c "[ $rc = 2 ] && grep -q '^error: pl_sym_malloc: ranks ask for different sizes' $TMP/e"
 timeout 60 $MPIRUN -np 2 $B/tests/misbehave crash >"$TMP/o" 2>"$TMP/e"
 rc=$?
 expect "crash: a segfaulting rank says 'crashed with signal 11' and the job fails (exit $rc)" \

@@ -32,6 +32,8 @@ typedef struct {
     double intra_beta;    /* bandwidth of one link direction inside a node, B/s       */
     double inter_alpha;   /* the same between nodes                                   */
     double inter_beta;
+    double put_alpha;     /* a one-sided put inside a node (symmetric memory), s:     */
+    double put_beta;      /* optional keys, default intra_alpha / intra_beta          */
 } plc_profile;
 
 /* Load a profile: a path (contains '/' or ends in .profile), or a name looked up as
@@ -49,6 +51,9 @@ double plc_gemm_time(const plc_profile *p, double flops, double bytes);
 double plc_kernel_time(const plc_profile *p, double flops, double bytes);
 /* Point-to-point message of S bytes: alpha + S / beta (intra- or inter-node link). */
 double plc_p2p_time(const plc_profile *p, int same_node, double bytes);
+/* One-sided put of S bytes (pl_sym_put): put_alpha + S / put_beta inside a node, the
+ * inter-node link otherwise. No receiver takes part. */
+double plc_put_time(const plc_profile *p, int same_node, double bytes);
 /* Library collective over n ranks spanning `nodes` nodes, S as in nccl-tests
  * (all-reduce: the buffer; all-gather / reduce-scatter / all-to-all: the whole buffer):
  *   all-reduce                      2(n-1) alpha + 2(n-1)/n S / beta

@@ -51,6 +51,8 @@ typedef struct {
     uint64_t kernel_calls;                   /* elementwise kernels, copies, fills */
     double kernel_bytes;                     /* bytes they read + wrote            */
     size_t mem_peak;                         /* device bytes, peak               */
+    uint64_t puts, put_bytes;                /* symmetric memory (pl_sym.h): puts, */
+    uint64_t signals, waits, barriers;       /* signal updates, waits, barriers    */
 } pl_metrics;
 
 void pl_metrics_get(pl_metrics *m);

@@ -14,3 +14,5 @@ intra_latency_us  3         # per ring step over NVLink
 intra_bw_GBps     360       # per GPU, one direction, as NCCL's busbw
 inter_latency_us  8         # unused with one node; kept so every profile has every key
 inter_bw_GBps     45
+put_latency_us    1.5       # one-sided put + signal over NVLink, issued from the GPU (NVSHMEM)
+put_bw_GBps       450       # NVLink 4 per GPU and direction (18 links x 25 GB/s), no protocol overhead

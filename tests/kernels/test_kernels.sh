@@ -36,6 +36,7 @@ if [ -x build/cuda/tests/test_kernels_cuda ]; then
         run_tap build/cuda/tests/test_kernels_cuda --device cuda
         [ -x build/cuda/tests/test_kernels_ddp_cuda ] && run_tap build/cuda/tests/test_kernels_ddp_cuda --device cuda
         [ -x build/cuda/tests/test_kernels_llama_cuda ] && run_tap build/cuda/tests/test_kernels_llama_cuda --device cuda
+        [ -x build/cuda/tests/test_kernels_moe_cuda ] && run_tap build/cuda/tests/test_kernels_moe_cuda --device cuda
     else
         echo "# no GPU: the CUDA kernels are compiled and linked, not run"
     fi

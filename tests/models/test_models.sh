@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/models/test_models.sh - the models/ tests: the GPT-2 pipeline pieces against their
 # host reference (np 1), the llama forward against a float64
-# forward on a tiny random model (np 1), the same with real tensor parallelism (np 2), and,
+# forward on a tiny random model (np 1), the same with real tensor parallelism (np 2), Lab 9's
+# float64 mixture-of-experts layer and its kernels (np 1), and,
 # when a SmolLM2 GGUF file is present, the real model. Prints the programs' ok / not ok
 # lines (and their "# " notes); a program that exits non-zero is one more "not ok".
 set -u
@@ -32,5 +33,6 @@ run_tap() { # run_tap NP BIN [ARGS...]: pass its ok/not ok lines through, fail i
 run_tap 1 "$B/cpu/tests/test_gpt"
 run_tap 1 "$B/cpu/tests/test_llama"
 run_tap 2 "$B/cpu/tests/test_llama"
+run_tap 1 "$B/cpu/tests/test_moe"
 [ -x "$B/cpu/tests/test_llama_gguf" ] && run_tap 1 "$B/cpu/tests/test_llama_gguf"
 exit 0
