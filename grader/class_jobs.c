@@ -209,8 +209,10 @@ static pid_t start_job(const class_run *cr, const submission *s, int slot)
         if (!copy_file(s->files.items[i], to)) die("cannot copy %s to %s", s->files.items[i], to);
         free(to);
     }
+    // As root, the job's user reads a private copy of the hidden rubric (the original is
+    // checked to be out of its reach); otherwise the original, which the engine then masks.
     char *hidden_copy = NULL;
-    if (cr->hidden) {  // the job's user may read this copy; only the engine and its masks see it
+    if (cr->hidden && cr->as_root) {
         hidden_copy = xasprintf("%s/hidden", work);
         char *from = xasprintf("%s/%s.rubric", cr->hidden, cr->lab), *to = xasprintf("%s/%s.rubric", hidden_copy, cr->lab);
         if (!make_dirs(hidden_copy, 0700)) die("cannot create %s", hidden_copy);
@@ -234,7 +236,7 @@ static pid_t start_job(const class_run *cr, const submission *s, int slot)
     slist_push_own(&argv, build_command(cr, s, work));
     if (cr->np) slist_push(&argv, "--np"), slist_push(&argv, cr->np);
     if (cr->test_scale) slist_push(&argv, "--test-scale");
-    if (hidden_copy) slist_push(&argv, "--hidden"), slist_push(&argv, hidden_copy);
+    if (cr->hidden) slist_push(&argv, "--hidden"), slist_push(&argv, hidden_copy ? hidden_copy : cr->hidden);
     char **envp = job_environment(cr, work);
     char *console = xasprintf("%s/console.txt", partial);
     pid_t parent = getpid();
@@ -474,6 +476,11 @@ void grade_all(class_run *cr)
         if (queue_n && !readable_as(u, probe))
             die("the kit %s cannot be read by other users (each job runs as its own user, uid %u...): make it and its "
                 "parent directories readable by others (chmod o+rX)", cr->root, (unsigned)u);
+        free(probe);
+        probe = xasprintf("%s/work", cr->out);
+        if (queue_n && !readable_as(u, probe))
+            die("OUT=%s cannot be reached by other users (each job runs as its own user, uid %u...): give its parent "
+                "directories o+x, or choose an OUT under /tmp or the kit", cr->out, (unsigned)u);
         free(probe);
         if (cr->hidden) {
             probe = xasprintf("%s/%s.rubric", cr->hidden, cr->lab);

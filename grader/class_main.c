@@ -352,6 +352,7 @@ int main(int argc, char **argv)
         cJSON *max = cJSON_DetachItemFromObjectCaseSensitive(r, "max_score");
         cJSON *extra = cJSON_AddObjectToObject(r, "extra_data");
         if (max) cJSON_AddItemToObject(extra, "max_score", max);
+        else cJSON_AddNumberToObject(extra, "max_score", cr.max_score);
         const cJSON *st = cJSON_GetObjectItemCaseSensitive(g, "status"), *why = cJSON_GetObjectItemCaseSensitive(g, "why");
         const cJSON *notes = cJSON_GetObjectItemCaseSensitive(g, "notes");
         cJSON_AddStringToObject(extra, "status", cJSON_IsString(st) ? st->valuestring : "grader error");

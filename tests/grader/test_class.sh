@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_class.sh - a class graded end to end, the Gradescope and GitHub Classroom packages,
 # and the student's report of `make lab-1`. Lab 1 at one world size (NP=2), with the rubric's
-# test arguments, keeps it short (about 3 minutes on 2 cores):
+# test arguments, keeps it short (3 to 4 minutes on 2 cores):
 #
 #   - make grade-class on a fixture class of 18 folders (make_class_fixture.sh: the solution,
 #     the starter, four of tests/broken, a crash, a thread bomb, a fork bomb, a hang, a missing
