@@ -16,6 +16,11 @@ SOLUTION   ?=
 OUT        ?= build/grade
 LAB        ?=
 HIDDEN     ?=
+SUBMISSIONS ?=
+JOBS       ?= 1
+LIMIT      ?=
+SIMILARITY ?=
+RUBRIC     ?=
 RUN        ?=
 ARGS       ?=
 SANDBOX    ?=
@@ -114,6 +119,8 @@ RUNNER_SHARED  := $(wildcard grader/runner/*.c)
 REFEREE_RUNNER := $(filter-out grader/referee/lab%,$(wildcard grader/referee/*.c))
 PLAYER_RUNNER  := $(filter-out grader/player/lab%,$(wildcard grader/player/*.c))
 ENGINE_SRC := $(wildcard grader/engine*.c)
+CLASS_TOOL := $(B)/tools/pl-class
+CLASS_SRC  := $(wildcard grader/class*.c)
 
 FLAVORS := cpu $(if $(HAVE_NVCC),cuda)
 LAB_DIRS := $(sort $(wildcard labs/[0-9][0-9]-*))
@@ -131,8 +138,10 @@ export PL_NP := $(NP)
 export PL_RUN := $(RUN)
 export PL_ARGS := $(ARGS)
 export PL_HIDDEN := $(HIDDEN)
+export PL_SUBMISSIONS := $(SUBMISSIONS)
 
 .PHONY: all libs engine config help doctor test test-bins test-faults bench clean grade drivers driver \
+        grade-class gradescope classroom \
         FORCE kernel-tests model-tests bench-kernels calibrate scaling
 
 all: config libs engine drivers
@@ -172,11 +181,17 @@ $(B)/public.syms: grader/tools/public-symbols.sh $(LIB_H)
 	@mkdir -p $(@D)
 	$(Q)grader/tools/public-symbols.sh "$(MPICC)" > $@.tmp && mv $@.tmp $@
 
-engine: $(ENGINE)
+engine: $(ENGINE) $(CLASS_TOOL)
 $(ENGINE): $(ENGINE_SRC) $(wildcard grader/engine*.h) grader/siphash.h
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
 	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -D_GNU_SOURCE $(ENGINE_SRC) -lcjson -o $@
+
+# pl-class: a class graded through pl-grade (make grade-class); C11 + cJSON, no engine code.
+$(CLASS_TOOL): $(CLASS_SRC) grader/class.h
+	@mkdir -p $(@D)
+	$(call say,CC,$@)
+	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -D_GNU_SOURCE $(CLASS_SRC) -lcjson -lm -o $@
 
 # One driver binary: the lab's driver (grader/drivers/labNN*.c) linked with the student's
 # lab files, which grader/tools/student-object.sh compiles with the public headers only,
@@ -267,7 +282,9 @@ lab-%: libs engine FORCE
 	  --mpirun "$(MPIRUN)" $(if $(NP),--np "$$PL_NP") $(if $(T),--filter "$$PL_T") \
 	  $(if $(DEVICE),--device $(DEVICE)) $(if $(COMM),--comm $(COMM)) $(if $(HIDDEN),--hidden "$$PL_HIDDEN") \
 	  --sandbox $(or $(SANDBOX),auto) $(if $(wildcard datasets/cache),--data datasets/cache) \
-	  $(if $(RUBRIC_SCALE),--test-scale) --out $(OUT)/$(call lab_name,$*))
+	  $(if $(RUBRIC_SCALE),--test-scale) --out $(OUT)/$(call lab_name,$*) \
+	  $(if $(V),,--brief) --report $(B)/reports/lab-$*.txt \
+	  --rerun "make lab-$*$(if $(SOLUTION), SOLUTION=1)$(if $(RUBRIC_SCALE), RUBRIC_SCALE=1)$(if $(DEVICE), DEVICE=$(DEVICE))$(if $(COMM), COMM=$(COMM))")
 
 # make grade [LAB=N] [SOLUTION=1] [OUT=dir] [HIDDEN=dir]: every lab (or one), with the
 # machine-readable reports, in the sandbox (SANDBOX=off to run without it).
@@ -278,6 +295,31 @@ grade: libs engine
 	  if [ -n "$$files" ]; then mkdir -p $(OUT)/$$l; grader/tools/scan.sh labs/$$l $$files | tee $(OUT)/$$l/scan.txt; fi; \
 	  $(MAKE) --no-print-directory lab-$${l%%-*} OUT=$(OUT) SANDBOX=$(or $(SANDBOX),on) || rc=1; done; \
 	echo "reports in $(OUT)/<lab>/ (results.json, junit.xml, cases.json)"; exit $$rc
+
+# make grade-class LAB=N SUBMISSIONS=dir [OUT=dir] [JOBS=k] [HIDDEN=dir] [NP=..] [LIMIT=s]
+# [SIMILARITY=pct] [RUBRIC_SCALE=1] [RUBRIC=file] [SANDBOX=auto]: every folder of SUBMISSIONS graded
+# in the sandbox, k at a time, into OUT (default build/class/NN-name): gradebook.csv,
+# summary.md, summary.png, students/<folder>/. Rerunning skips what is unchanged.
+out_or = $(if $(filter command line environment,$(origin OUT)),$(OUT),$(1))
+grade-class: libs engine
+	@l="$(call lab_name,$(LAB))"; \
+	if [ -z "$$l" ]; then echo "error: make grade-class wants LAB=N (labs: $(LAB_NUMS))" >&2; exit 2; fi; \
+	if [ -z "$$PL_SUBMISSIONS" ]; then echo "error: make grade-class wants SUBMISSIONS=dir (one folder per student)" >&2; exit 2; fi; \
+	$(MAKE) --no-print-directory -s driver LAB=$$l SRC=labs/$$l FLAVOR=$(FLAVOR) BIN=$(B)/$(FLAVOR)/labs/lab$${l%%-*} || exit 1; \
+	$(CLASS_TOOL) --lab $$l --submissions "$$PL_SUBMISSIONS" --out "$(call out_or,$(B)/class/$(call lab_name,$(LAB)))" \
+	  --jobs $(JOBS) --engine $(ENGINE) --mpirun "$(MPIRUN)" --flavor $(FLAVOR) --make "$(MAKE)" \
+	  $(if $(HIDDEN),--hidden "$$PL_HIDDEN") $(if $(NP),--np "$$PL_NP") $(if $(RUBRIC_SCALE),--test-scale) \
+	  $(if $(LIMIT),--limit $(LIMIT)) $(if $(SIMILARITY),--similarity $(SIMILARITY)) \
+	  $(if $(RUBRIC),--rubric $(RUBRIC)) $(if $(SANDBOX),--sandbox $(SANDBOX))
+
+# make gradescope LAB=N [HIDDEN=dir]: build/gradescope/lab-N/autograder.zip (setup.sh,
+# run_autograder, the kit without solutions); make classroom LAB=N: the GitHub Classroom
+# workflow in build/classroom/lab-N/.github/workflows/classroom.yml.
+gradescope:
+	@HIDDEN="$$PL_HIDDEN" RUBRIC_SCALE="$(RUBRIC_SCALE)" LIMIT="$(LIMIT)" \
+	  scripts/gradescope.sh "$(call lab_name,$(LAB))" "$(call out_or,$(B)/gradescope/lab-$(LAB))"
+classroom:
+	@RUBRIC_SCALE="$(RUBRIC_SCALE)" scripts/classroom.sh "$(call lab_name,$(LAB))" "$(call out_or,$(B)/classroom/lab-$(LAB))"
 
 doctor:
 	@MPIRUN="$(MPIRUN)" NVCC="$(NVCC)" CUDA_HOME="$(CUDA_HOME)" scripts/doctor.sh
@@ -388,6 +430,10 @@ help:
 	@echo "                        make lab-6 RUN=train, make lab-4 RUN=sweep, make lab-5 RUN=chat PROMPT=\"...\";"
 	@echo "                        RUN=cases: the graded cases by hand, with the driver's own report (tables, grids)"
 	@echo "  make grade            grade every lab (or LAB=N) in the sandbox, writing results.json, junit.xml, cases.json to OUT"
+	@echo "  make grade-class LAB=N SUBMISSIONS=dir [OUT=dir] [JOBS=k]   a whole class, one folder per student,"
+	@echo "                        in the sandbox: gradebook.csv, summary.md + png, similar pairs; reruns skip the unchanged"
+	@echo "  make gradescope LAB=N [HIDDEN=dir]   autograder.zip for Gradescope (setup.sh, run_autograder)"
+	@echo "  make classroom LAB=N  the GitHub Classroom workflow (.github/workflows/classroom.yml) for lab N"
 	@echo "  make test             the project's own tests; last line 'N passed, M failed'"
 	@echo "  make test-faults      the whole fault suite of hostile student files (make test runs the quick ones)"
 	@echo "  make test-llamacpp    the llama forward against llama.cpp's logits (needs llama-cpp-python; PYTHON=...)"
@@ -407,6 +453,9 @@ help:
 	@echo "  DEVICE=cpu|cuda       force the device backend; COMM=mpi|nccl force the comm backend"
 	@echo "  LAB=N  OUT=dir        for make grade / bench / scaling; HIDDEN=dir adds an instructor's hidden cases"
 	@echo "  SANDBOX=on|off|auto   run the graded code in bubblewrap (make grade: on)"
+	@echo "  V=1                   make lab-N prints every case (default: progress, the first failures, the summary)"
+	@echo "  JOBS=k LIMIT=s SIMILARITY=pct RUBRIC=file   make grade-class: parallel jobs, seconds per submission,"
+	@echo "                        the similarity threshold (percent; 0 = off), another rubric"
 	@echo "  RUBRIC_SCALE=1        grade with the rubric's small test arguments (what the grader's self-test runs)"
 	@echo "  TRACE=1               write a Chrome trace (trace.json) of each run, for Perfetto"
 	@echo "  MPIRUN=\"...\"          the launcher, e.g. \"mpirun --hostfile hosts\" or \"srun -n {np}\""

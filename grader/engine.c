@@ -4,7 +4,7 @@
  *   pl-grade --lab NAME --rubric FILE --driver PATH [--build "SHELL CMD"] [--np "1 2 4"]
  *            [--filter GLOB] [--device D] [--comm C] [--mpirun "mpirun --oversubscribe"]
  *            [--out DIR] [--hidden DIR] [--sandbox on|off|auto] [--build-timeout SEC]
- *            [--quiet] [--test-scale]
+ *            [--quiet] [--test-scale] [--brief] [--report FILE] [--rerun "make lab-1"]
  *
  * Exit status: 0 full marks, 1 anything less (a build error included), 2 usage or rubric
  * error, 3 the engine itself failed (cannot write its reports, out of memory),
@@ -22,8 +22,8 @@ extern char **environ;
 
 typedef struct {
     const char *lab, *rubric, *driver, *build, *np, *filter, *device, *comm, *mpirun, *out, *hidden, *sandbox,
-        *build_timeout;
-    bool quiet, test_scale;
+        *build_timeout, *report, *rerun;
+    bool quiet, test_scale, brief;
     strlist data;  // --data DIR (repeatable): what a sandboxed run may read besides the driver
 } options;
 
@@ -33,6 +33,7 @@ static void usage(FILE *f)
           "                [--np \"1 2 4\"] [--filter GLOB] [--device D] [--comm C]\n"
           "                [--mpirun \"mpirun --oversubscribe\"] [--out DIR] [--hidden DIR]\n"
           "                [--sandbox on|off|auto] [--data DIR]... [--build-timeout SEC] [--quiet] [--test-scale]\n"
+          "                [--brief] [--report FILE] [--rerun \"make lab-1\"]\n"
           "Builds, runs the lab driver under mpirun for each world size, scores it with the\n"
           "rubric and prints a report; exit 0 only with full marks. See docs/grader.md.\n",
           f);
@@ -49,7 +50,7 @@ static options parse_options(int argc, char **argv)
         {"--lab", &o.lab},       {"--rubric", &o.rubric}, {"--driver", &o.driver},   {"--build", &o.build},
         {"--np", &o.np},         {"--filter", &o.filter}, {"--device", &o.device},   {"--comm", &o.comm},
         {"--mpirun", &o.mpirun}, {"--out", &o.out},       {"--hidden", &o.hidden},   {"--sandbox", &o.sandbox},
-        {"--build-timeout", &o.build_timeout},
+        {"--build-timeout", &o.build_timeout}, {"--report", &o.report}, {"--rerun", &o.rerun},
     };
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -69,6 +70,10 @@ static options parse_options(int argc, char **argv)
             if (arg[6] == '=') strlist_push(&o.data, arg + 7);
             else if (i + 1 < argc) strlist_push(&o.data, argv[++i]);
             else die_usage("--data needs a value");
+            continue;
+        }
+        if (!strcmp(arg, "--brief")) {
+            o.brief = true;
             continue;
         }
         bool known = false;
@@ -313,12 +318,17 @@ int main(int argc, char **argv)
 
     console con;
     console_init(&con, opt.quiet);
+    con.brief = opt.brief;
+    con.rerun = opt.rerun;
+    char *out_report = opt.out ? xasprintf("%s/report.txt", opt.out) : NULL;
+    con.report_path = opt.report ? opt.report : out_report;
     rubric rub = {0};
     rubric_load(&rub, opt.rubric, false);
     if (rub.lab && strcmp(rub.lab, opt.lab))
         die_usage("%s is the rubric of lab '%s', not '%s'", opt.rubric, rub.lab, opt.lab);
     if (opt.hidden) load_hidden(&rub, opt.hidden, opt.lab, &con);
     rubric_check(&rub, opt.rubric);
+    con.rub = &rub;
     if (opt.build_timeout) {
         double v;
         if (!parse_number(opt.build_timeout, &v) || v <= 0 || v > 7 * 24 * 3600.0)
@@ -400,6 +410,8 @@ int main(int argc, char **argv)
     console_summary(&con, &g, opt.lab);
     int status = g.score == g.max_score ? 0 : 1;
     if (opt.out && !write_outputs(opt.out, opt.lab, &g, &cases)) status = 3;
+    if (opt.out && !write_report(out_report, con.full)) status = 3;
+    if (opt.report && !write_report(opt.report, con.full)) status = 3;
 
     grade_free(&g);
     case_list_free(&cases);
@@ -407,6 +419,8 @@ int main(int argc, char **argv)
     strlist_free(&cfg.mpirun);
     sandbox_free(&sb);
     if (np != rub.np) free(np);
+    console_free(&con);
+    free(out_report);
     rubric_free(&rub);
     return status;
 }

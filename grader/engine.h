@@ -166,6 +166,7 @@ typedef struct {
     double target;              // perf only, default 1.0
     double min_bytes;           // perf only, metrics with min_bytes: smaller cases ignored
     bool hidden;                // came from the instructor's hidden rubric
+    char *section;              // `section NAME TEXT...`: the handout section it tests, or NULL
 } rubric_item;
 
 /* An extra driver run: `run np=N [label=L] args...`. */
@@ -191,6 +192,7 @@ typedef struct {
     int n_runs;
     rubric_item *items;
     int n_items;
+    char *handout;           // `handout PATH`: the lab's handout, named beside a section
 } rubric;
 
 /* Parse `path` into `r` (adding to what is there). A hidden rubric may hold only `lab`,
@@ -455,10 +457,34 @@ void grade_free(grade *g);
 
 /* ---------------------------------------------------------------- reports */
 
+/* A public case as the console saw it (for the brief view's failures and the first one). */
+typedef struct {
+    char *id, *name, *label, *detail;
+    int np;
+    classification cls;
+    bool whole_run;
+} seen_case;
+
 typedef struct console {
     bool color, quiet;
     int done, passed;
     int id_width;
+    /* the brief view (--brief): progress per world size on the terminal, the first failures
+     * per rubric group, the first failure's rerun command; the full text goes to a file */
+    bool brief, tty;
+    const rubric *rub;        // set once the rubric is loaded: groups, sections
+    const char *rerun;        // --rerun: the command that reruns a case, before NP=.. T=..
+    const char *report_path;  // where the full report is written, named in the summary
+    char *full;               // the full report (every case), without colours
+    size_t full_len, full_cap;
+    seen_case *seen;          // every public case classified, in order
+    int n_seen, cap_seen;
+    int world_np;             // the world size (and run label) now running, 0 before the first
+    char *world_label;
+    int world_from;           // its first case in `seen`
+    double last_draw;
+    bool live;                // a progress line is on the terminal, not yet ended
+    int notes_shown;
 } console;
 
 void console_init(console *con, bool quiet);
@@ -468,11 +494,15 @@ void console_note(console *con, const char *fmt, ...) __attribute__((format(prin
 void console_case(console *con, const case_result *c, const classification *before);
 void console_build_failure(console *con, const case_result *build, const char *full_output);
 void console_summary(console *con, const grade *g, const char *lab);
+void console_free(console *con);
 
 /* results.json (Gradescope), junit.xml and cases.json under dir; false on I/O error. */
 bool write_outputs(const char *dir, const char *lab, const grade *g, const case_list *cases);
 /* Create dir and its missing parents without following a symbolic link. NULL when done,
  * else why not (malloc'd). */
 char *make_out_dir(const char *dir);
+/* The full report text to `path` (its directory created as for --out, the file replaced
+ * through a rename, never written through a link); false on I/O error. */
+bool write_report(const char *path, const char *text);
 
 #endif

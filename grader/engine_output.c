@@ -1,8 +1,9 @@
-/* engine_output.c - the machine-readable reports under --out DIR:
+/* engine_output.c - the reports under --out DIR (and --report FILE):
  *   results.json  Gradescope's autograder format, one test per rubric item;
  *   junit.xml     one testcase per case, for CI dashboards;
  *   cases.json    every case: the driver's result fields plus id, np, run, classification,
- *                 detail (the raw material for an instructor's own analysis).
+ *                 detail (the raw material for an instructor's own analysis);
+ *   report.txt    the full console report (every case and its reason), without colours.
  *
  * The directory may lie in a student's reach, so nothing here follows a symbolic link:
  * --out and every directory created on the way are opened with O_NOFOLLOW, and each file is
@@ -305,5 +306,35 @@ bool write_outputs(const char *dir, const char *lab, const grade *g, const case_
     ok = write_junit(dirfd, dir, lab, cases) && ok;
     ok = write_cases(dirfd, dir, cases) && ok;
     close(dirfd);
+    return ok;
+}
+
+/* ---------------------------------------------------------------- report.txt */
+
+bool write_report(const char *path, const char *text)
+{
+    char *dir = xstrdup(path);
+    char *slash = strrchr(dir, '/');
+    const char *name = path;
+    if (slash) {
+        name = path + (slash - dir) + 1;
+        if (slash == dir) slash[1] = '\0';  // "/report.txt": the root
+        else *slash = '\0';
+    } else {
+        strcpy(dir, ".");
+    }
+    if (!name[0]) {
+        fprintf(stderr, "pl-grade: --report %s: not a file name\n", path);
+        free(dir);
+        return false;
+    }
+    char *why = NULL;
+    int dirfd = open_dir_nofollow(dir, &why);
+    bool ok = dirfd >= 0;
+    if (!ok) fprintf(stderr, "pl-grade: --report %s: %s\n", path, why ? why : strerror(errno));
+    else ok = write_file(dirfd, dir, name, text ? text : "");
+    if (dirfd >= 0) close(dirfd);
+    free(why);
+    free(dir);
     return ok;
 }

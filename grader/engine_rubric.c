@@ -131,6 +131,22 @@ static void parse_run(rubric *r, origin at, strlist *w, bool hidden)
     r->runs[r->n_runs++] = run;
 }
 
+/* section ITEM TEXT...: the handout section an item tests, named beside its first failure.
+ * The text is the rest of the line (its words joined by one blank): a title needs blanks. */
+static void parse_section(rubric *r, origin at, strlist *w)
+{
+    if (w->count < 3) fail(at, "usage: section ITEM TEXT (e.g. section broadcast 3. Broadcast and reduce)");
+    rubric_item *item = NULL;
+    for (int i = 0; i < r->n_items && !item; i++)
+        if (!strcmp(r->items[i].name, w->items[1])) item = &r->items[i];
+    if (!item) fail(at, "section %s: no group or perf line above names it", w->items[1]);
+    if (item->section) fail(at, "section %s given twice", w->items[1]);
+    strlist text = {0};
+    for (int i = 2; i < w->count; i++) strlist_push(&text, w->items[i]);
+    item->section = strlist_join(&text, " ");
+    strlist_free(&text);
+}
+
 static void parse_line(rubric *r, origin at, strlist *w, bool hidden)
 {
     const char *key = w->items[0];
@@ -170,6 +186,12 @@ static void parse_line(rubric *r, origin at, strlist *w, bool hidden)
         for (int i = 1; i < w->count; i++) r->np[r->n_np++] = world_size(at, w->items[i]);
     } else if (!strcmp(key, "args")) {
         for (int i = 1; i < w->count; i++) strlist_push(&r->args, w->items[i]);
+    } else if (!strcmp(key, "handout")) {
+        if (w->count != 2) fail(at, "usage: handout PATH (the lab's handout, e.g. labs/01-collectives/README.md)");
+        free(r->handout);
+        r->handout = xstrdup(w->items[1]);
+    } else if (!strcmp(key, "section")) {
+        parse_section(r, at, w);
     } else if (!strcmp(key, "test-args")) {
         r->have_test_args = true;
         for (int i = 1; i < w->count; i++) strlist_push(&r->test_args, w->items[i]);
@@ -246,6 +268,7 @@ void rubric_free(rubric *r)
 {
     free(r->lab);
     free(r->watchdog);
+    free(r->handout);
     free(r->np);
     strlist_free(&r->args);
     strlist_free(&r->test_args);
@@ -257,6 +280,7 @@ void rubric_free(rubric *r)
     for (int i = 0; i < r->n_items; i++) {
         free(r->items[i].name);
         free(r->items[i].parent);
+        free(r->items[i].section);
         strlist_free(&r->items[i].globs);
     }
     free(r->items);

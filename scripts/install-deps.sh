@@ -10,7 +10,8 @@
 # 2 bad usage.
 set -u
 
-PACKAGES=(openmpi-bin libopenmpi-dev libopenblas-dev libcjson-dev zlib1g-dev gnuplot-nox make gcc dataset-fashion-mnist bubblewrap)
+PACKAGES=(openmpi-bin libopenmpi-dev libopenblas-dev libcjson-dev zlib1g-dev gnuplot-nox make gcc dataset-fashion-mnist bubblewrap
+          similarity-tester zip)
 
 usage() {
     sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'

@@ -10,6 +10,9 @@
 #       // expect-perf: RULE      the rubric's performance rule RULE scores below its maximum
 #     A broken file includes the solution and replaces one function (see the files).
 # Lab 0 (nothing to implement) must score full marks at 2 and 3 ranks.
+# The student's view (--brief, what `make lab-N` prints) of the starter fits in 80 lines and
+# of the solution in 40, counted at the rubric's world sizes: the runs here use fewer, and
+# each world size adds exactly one progress line, so the count adds the missing ones.
 # Prints "ok - ..." / "not ok - ..." per check.
 set -u
 cd "$(dirname "$0")/../.."
@@ -32,7 +35,7 @@ grade() { # grade LAB NAME SRC-DIR-OR-FILE NP [extra engine args...] -> $TMP/LAB
     if [ -d "$src" ]; then srcarg="SRC=$src"; else srcarg="SRCFILES=$src"; fi
     timeout 600 $ENGINE --lab "$lab" --rubric "grader/rubrics/$lab.rubric" --driver "$bin" \
         --build "$MAKE --no-print-directory -s B=$B driver LAB=$lab $srcarg FLAVOR=cpu BIN=$bin" \
-        --mpirun "$MPIRUN" --np "$np" --test-scale --out "$TMP/$lab-$name" --quiet "$@" \
+        --mpirun "$MPIRUN" --np "$np" --test-scale --out "$TMP/$lab-$name" ${VIEW:---quiet} "$@" \
         >"$TMP/$lab-$name.log" 2>&1
     echo $? >"$TMP/$lab-$name.rc"
 }
@@ -51,10 +54,26 @@ full_marks() { # full_marks LAB NAME DESCRIPTION
 
 conf() { sed -n "s/^$2 *//p" "tests/broken/$1/selftest.conf" 2>/dev/null | head -n 1; }
 
+# view_fits LAB NAME RUN-NP MAX WHAT: the brief console's lines, at the rubric's world sizes
+view_fits() {
+    local log="$TMP/$1-$2.log" lines rub_np run_np total
+    lines=$(wc -l <"$log")
+    rub_np=$(sed -n 's/#.*//; s/^np[[:space:]]//p' "grader/rubrics/$1.rubric" | wc -w)
+    run_np=$(echo $3 | wc -w)
+    total=$((lines + rub_np - run_np))
+    if [ "$total" -le "$4" ]; then
+        ok "$1: the $5's report by default fits in $4 lines ($total at the rubric's $rub_np world sizes)"
+    else
+        notok "$1: the $5's report by default fits in $4 lines ($total at the rubric's $rub_np world sizes)"
+        sed 's/^/# /' "$log" | head -n 100
+    fi
+}
+
 # Lab 0 has nothing to implement: its program must score full marks.
 if [ -d labs/00-hello ] && { [ -z "${SELFTEST_LABS:-}" ] || [[ " $SELFTEST_LABS " == *" 00-hello "* ]]; }; then
-    grade 00-hello hello labs/00-hello "2 3"
+    VIEW=--brief grade 00-hello hello labs/00-hello "2 3"
     full_marks 00-hello hello "lab 0 (hello) scores full marks at 2 and 3 ranks"
+    view_fits 00-hello hello "2 3" 40 "program"
 fi
 
 # SELFTEST_LABS="01-collectives 06-ddp" limits the run to those labs (a lab's own check).
@@ -65,8 +84,9 @@ for dir in tests/broken/*/; do
     sol_np=$(conf "$lab" solution-np); start_np=$(conf "$lab" starter-np); broken_np=$(conf "$lab" broken-np)
     : "${sol_np:=1 2 4}" "${start_np:=1 2}" "${broken_np:=2 3}"
 
-    grade "$lab" solution "solutions/$lab" "$sol_np"
+    VIEW=--brief grade "$lab" solution "solutions/$lab" "$sol_np"
     full_marks "$lab" solution "$lab: the solution scores full marks at world sizes $sol_np"
+    view_fits "$lab" solution "$sol_np" 40 solution
     for f in results.json junit.xml cases.json; do
         [ -s "$TMP/$lab-solution/$f" ] && ok "$lab: the solution run wrote $f" || notok "$lab: the solution run wrote $f"
     done
@@ -75,7 +95,7 @@ for dir in tests/broken/*/; do
         || notok "$lab: results.json is Gradescope-shaped"
 
     start=$SECONDS
-    grade "$lab" starter "labs/$lab" "$start_np"
+    VIEW=--brief grade "$lab" starter "labs/$lab" "$start_np"
     score=$(tail -n 1 "$TMP/$lab-starter.log")
     rc=$(cat "$TMP/$lab-starter.rc")
     if [ "$rc" = 1 ] && echo "$score" | grep -qE '^score: 0 / [0-9.]+$'; then
@@ -87,6 +107,13 @@ for dir in tests/broken/*/; do
         notok "$lab: starter cases are pass/wrong/error, never a crash, timeout or deadlock"
     else
         ok "$lab: starter cases are pass/wrong/error, never a crash, timeout or deadlock"
+    fi
+    view_fits "$lab" starter "$start_np" 80 starter
+    if grep -q "^  rerun only it: .* --np [0-9]* --filter '" "$TMP/$lab-starter.log" \
+        && grep -q "^  it tests: labs/$lab/README.md, section " "$TMP/$lab-starter.log"; then
+        ok "$lab: the starter's report names the first failure's rerun command and handout section"
+    else
+        notok "$lab: the starter's report names the first failure's rerun command and handout section"
     fi
 
     nbroken=0
