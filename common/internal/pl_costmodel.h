@@ -32,6 +32,10 @@ typedef struct {
     double intra_beta;    /* bandwidth of one link direction inside a node, B/s       */
     double inter_alpha;   /* the same between nodes                                   */
     double inter_beta;
+    /* Optional keys (docs/cost-model.md): absent, they keep these defaults. */
+    double mem_capacity;  /* device memory, bytes (memory_GB); 0 = not given          */
+    int elem_bytes;       /* bytes per weight/activation element at the precision of
+                             peak_flops (element_bytes): 4 (fp32/TF32, the labs'), 2 (bf16) */
 } plc_profile;
 
 /* Load a profile: a path (contains '/' or ends in .profile), or a name looked up as

@@ -14,3 +14,4 @@ intra_latency_us  3         # per ring step over NVLink
 intra_bw_GBps     360       # per GPU, one direction, as NCCL's busbw
 inter_latency_us  8         # unused with one node; kept so every profile has every key
 inter_bw_GBps     45
+memory_GB         80        # H100 SXM 80 GB (the planner's memory limit)
