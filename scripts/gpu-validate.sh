@@ -123,6 +123,8 @@ if want labs; then
     grade "lab 5 solution np2,4 cuda+mpi${l5:+ (tiny llama)}" 400 lab-5 SOLUTION=1 NP="2 4" COMM=mpi "${l5[@]}"
     grade "lab 6 solution np1 cuda+nccl" 300 lab-6 SOLUTION=1 NP=1 COMM=nccl
     grade "lab 6 solution np2 cuda+mpi" 300 lab-6 SOLUTION=1 NP=2 COMM=mpi
+    grade "lab 8 solution np1 cuda+nccl" 300 lab-8 SOLUTION=1 NP=1 COMM=nccl
+    grade "lab 8 solution np2,4 cuda+mpi" 400 lab-8 SOLUTION=1 NP="2 4" COMM=mpi
 fi
 
 comm_for() { [ "$1" = 1 ] && echo nccl || echo mpi; } # one GPU: NCCL only with one rank

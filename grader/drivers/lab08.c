@@ -529,6 +529,9 @@ static void lab8_init(void) {
     S->seed = pl_info()->seed;
     if (S->C % S->H) pl_usage_error("--hidden %d is not a multiple of --heads %d", S->C, S->H);
     if (S->steps > L8_MAX_STEPS) pl_usage_error("--steps %d: at most %d", S->steps, L8_MAX_STEPS);
+    if (!l8_model_known(S->model))
+        pl_usage_error("--model %s: not a row of Table 1 (1.7B 3.6B 7.5B 18.4B 39.1B 76.1B 145.6B 310.1B 529.6B 1T), 'tiny' or 'all'",
+                       S->model);
     step_configs(S, pl_world());
     drv_print("# lab08: %d rank(s), device %s; GPT T=%d b=%d C=%d H=%d F=%d V=%d L=%d, tied embedding; %d steps of AdamW "
               "(lr %g) clipped to norm %g; m = p + 1 micro-batches per replica\n",

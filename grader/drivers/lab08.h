@@ -212,6 +212,7 @@ void l8_tally_trace(const td_grid *g, size_t from, l8_tally out[L8_NGROUPS]);
 /* ==================================================================================== */
 
 int l8_mode_plan(l8_state *S);
+bool l8_model_known(const char *name); /* a row of Table 1, "tiny" or "all" */
 int l8_mode_bench(l8_state *S);
 
 #endif

@@ -58,14 +58,15 @@ static void print_estimate(const plp_estimate *e, const char *mark) {
     char name[64], terms[300];
     config_name(&e->cfg, name, sizeof name);
     terms_line(e, terms, sizeof terms);
-    drv_say("  %-32s m %5d  %9.3f s  %6.1f TFLOP/s/GPU  %6.1f GB  bubble %5.3f  %s%s\n", name, e->m, e->time, e->tflops,
+    drv_say("  %-32s m %5d  %9.4g s  %6.4g TFLOP/s/GPU  %6.4g GB  bubble %5.3f  %s%s\n", name, e->m, e->time, e->tflops,
             e->mem / 1e9, plp_bubble(e->cfg.p, e->cfg.v, e->m), terms, mark);
 }
 
-static bool load_profile(const char *name, plc_profile *p) {
+static bool load_profile(const char *name, plc_profile *p, bool required) {
     char err[300];
     if (plc_profile_load(p, name, err, sizeof err) == 0) return true;
-    drv_say("# profile %s: %s\n", name, err);
+    if (required) fprintf(stderr, "error: --profile: %s\n", err);
+    else drv_say("# profile %s: %s\n", name, err);
     return false;
 }
 
@@ -75,8 +76,11 @@ static bool load_profile(const char *name, plc_profile *p) {
 
 static void plan_one(const plc_profile *prof, const char *title, const plp_model *m, int gpus, int B, const plp_config *published,
                      int top) {
-    drv_say("# %s: l %d, h %d, a %d, V %d, s %d on %d GPU(s) of %s (%d per node, %.0f GB), %d sequences per iteration\n", title,
-            m->layers, m->hidden, m->heads, m->vocab, m->seq, gpus, prof->name, prof->gpus_per_node, prof->mem_capacity / 1e9, B);
+    char mem[40];
+    if (prof->mem_capacity > 0) snprintf(mem, sizeof mem, "%.0f GB", prof->mem_capacity / 1e9);
+    else snprintf(mem, sizeof mem, "memory not given");
+    drv_say("# %s: l %d, h %d, a %d, V %d, s %d on %d GPU(s) of %s (%d per node, %s), %d sequences per iteration\n", title,
+            m->layers, m->hidden, m->heads, m->vocab, m->seq, gpus, prof->name, prof->gpus_per_node, mem, B);
     plp_estimate *best = calloc((size_t)top, sizeof *best);
     PL_CHECK(best != NULL, "out of host memory");
     size_t n = plp_search(prof, m, gpus, B, best, (size_t)top);
@@ -99,7 +103,7 @@ static void plan_one(const plc_profile *prof, const char *title, const plp_model
 int l8_mode_plan(l8_state *S) {
     if (pl_rank() != 0) return 0;
     plc_profile prof;
-    if (!load_profile(S->profile, &prof)) return 2;
+    if (!load_profile(S->profile, &prof, true)) return 2;
     int all_gpus = prof.gpus_per_node * prof.nodes;
     if (!strcmp(S->model, "tiny")) {
         plp_model m = {S->L, S->C, S->H, S->V, S->T, S->F};
@@ -107,11 +111,9 @@ int l8_mode_plan(l8_state *S) {
         plan_one(&prof, "the lab's tiny GPT", &m, gpus, B, NULL, S->top);
         return 0;
     }
-    bool any = false;
     for (int i = 0; i < NROWS; i++) {
         const table1_row *r = &TABLE1[i];
         if (strcmp(S->model, "all") && strcmp(S->model, r->name)) continue;
-        any = true;
         plp_model m = row_model(r);
         plp_config pub = row_config(r);
         int gpus = S->gpus ? S->gpus : r->gpus <= all_gpus ? r->gpus : all_gpus, B = S->gbatch ? S->gbatch : r->batch;
@@ -120,11 +122,13 @@ int l8_mode_plan(l8_state *S) {
         bool same = gpus == r->gpus && B == r->batch && !strcmp(prof.name, "dgx-a100");
         plan_one(&prof, title, &m, gpus, B, same ? &pub : NULL, strcmp(S->model, "all") ? S->top : 3);
     }
-    if (!any) {
-        drv_say("error: --model %s: not a row of Table 1 (1.7B 3.6B 7.5B 18.4B 39.1B 76.1B 145.6B 310.1B 529.6B 1T), 'tiny' or 'all'\n", S->model);
-        return 2;
-    }
     return 0;
+}
+
+bool l8_model_known(const char *name) {
+    for (int i = 0; i < NROWS; i++)
+        if (!strcmp(name, TABLE1[i].name)) return true;
+    return !strcmp(name, "tiny") || !strcmp(name, "all");
 }
 
 /* ==================================================================================== */
@@ -133,7 +137,7 @@ int l8_mode_plan(l8_state *S) {
 
 static void bench_table1(void) {
     plc_profile prof;
-    if (!load_profile("dgx-a100", &prof)) return;
+    if (!load_profile("dgx-a100", &prof, false)) return;
     drv_say("# Table 1 of the Megatron-LM paper on %s: each row at its published configuration (micro-batch and virtual\n"
             "# stages from the paper's scripts, full recomputation), predicted TFLOP/s per GPU (the paper's F over the\n"
             "# predicted iteration) / published; target 0.8 - 1.25, and the planner's best never slower than the published\n",
@@ -171,7 +175,7 @@ static void bench_table1(void) {
  * that step on this-machine. */
 static void bench_tiny(l8_state *S) {
     plc_profile prof;
-    bool have = load_profile("this-machine", &prof);
+    bool have = load_profile("this-machine", &prof, false);
     int N = pl_world();
     drv_say("# the tiny GPT (T %d, b %d, C %d, H %d, F %d, V %d, L %d) stepped here at %d rank(s), median of %d steps after one; "
             "predicted on this-machine (make calibrate)\n", S->T, S->b, S->C, S->H, S->F, S->V, S->L, N, S->bench_steps);
