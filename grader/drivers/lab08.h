@@ -1,19 +1,21 @@
 /* lab08.h - what the files of Lab 8's driver share. The driver is split the way the
  * grader is being split, so that moving to a trusted referee process and a player process
  * is mechanical:
- *   lab08.c               the case table, the flags, the lab's state; glue that hands the
- *                         referee's host inputs to the player and its host outputs back
+ *   lab08.c               the case table (each case: the referee's setup, the player's run,
+ *                         the referee's check), the plan, the flags, the lab's state
  *   lab08_layout.c        pure: where each parameter of a rank sits (both sides need it)
- *   lab08_referee.c       makes every input (host arrays), the group membership rule, the
- *                         traffic formulas, the references of the embedding and the loss,
- *                         and every check: host arrays only, never the device, never the
- *                         student's code
+ *   lab08_referee.c       the inputs (host arrays), the group membership rule, the traffic
+ *                         formulas, the references of the embedding and the loss
+ *   lab08_referee_cases.c the referee's callbacks: setup (inputs into the case's slots) and
+ *                         check (verdicts) of every case
  *   lab08_referee_train.c the single-rank reference training (tied embedding, clipping,
  *                         AdamW) and the slices of it each rank is compared with
  *   lab08_player.c        the kit's functions for the student, device buffers from the
  *                         referee's host inputs, the student's calls, results back to host
- *                         arrays, and what only a player can count (its traffic per group)
+ *                         arrays, and what only a player can count (its traffic per group);
+ *                         the run callbacks
  *   lab08_player_modes.c  the modes: plan (the planner), bench (Table 1, the tiny GPT)
+ * The referee never touches the device or calls the student; the player decides nothing.
  * No globals cross these files: the lab's state (l8_state) is passed to whoever needs it.
  */
 #ifndef LAB08_DRIVER_H
@@ -51,6 +53,8 @@ typedef struct {
     int ncfgs;
     l8_run *runs[L8_MAX_CONFIGS];
 } l8_state;
+
+static inline l8_state *l8_state_of(const drv_case *c) { return (l8_state *)c->inst->test->data; }
 
 /* The configuration of the graded steps at (t, p): the flags' model, m = p + 1
  * micro-batches, AdamW (lr, 0.9, 0.95, 1e-8, weight decay 0.01), max_norm = --clip. */
@@ -206,6 +210,83 @@ void l8_play_steps(const td_grid *g, const td_config *c, const l8_layout *lay, c
 /* Count the trace's point-to-point and collective ops since index `from` into the grid's
  * groups (ops on other communicators go to L8_OTHER, on the world to L8_WORLD). */
 void l8_tally_trace(const td_grid *g, size_t from, l8_tally out[L8_NGROUPS]);
+
+/* ==================================================================================== */
+/* The cases' slots: what the referee hands the player (host) and what comes back        */
+/* ==================================================================================== */
+
+typedef struct {
+    l8_config_case cases[32];
+    int codes[32], n;
+} l8_config_slots;
+
+typedef struct {
+    int n, t[5], p[5];  /* the referee's bad grids                               */
+    int rc[5];          /* the player's: td_grid_build's codes ...               */
+    bool touched[5];    /* ... and whether it wrote into the grid anyway         */
+} l8_grid_err_slots;
+
+typedef struct {
+    int t, T, b, C, V;
+    uint64_t private_seed;       /* this rank's shard: nobody else knows it until the check */
+    l8_embed_in in;              /* host: wte shard, wpe, dx, dwte0, dwpe0, tokens           */
+    l8_embed_out out;            /* host: x, dwte, dwpe, the traffic                         */
+} l8_embed_slots;
+
+typedef struct {
+    int t, N, V;
+    float scale;
+    uint64_t private_seed;
+    float *logits;               /* this rank's columns [N, V/t]                              */
+    int *targets;                /* [N]                                                       */
+    l8_xent_out out;
+} l8_xent_slots;
+
+/* One (t, p, d)'s run, shared by its step and traffic cases: the first of them to reach
+ * each phase does it (inputs, play, judgement). */
+struct l8_run {
+    bool prepared, played, judged;
+    td_config cfg;
+    l8_layout lay;
+    uint64_t replica_seed;       /* this replica's tokens (the first stage's), private    */
+    float *params0;              /* [lay.count] this rank's initial parameters            */
+    int *ids;                    /* [2][steps][m T b]: tokens, then targets               */
+    l8_step_out out;
+    bool failed_rc;
+    char rc_msg[200];
+    double loss[L8_MAX_STEPS], ref_loss[L8_MAX_STEPS], ref_norm[L8_MAX_STEPS];
+    double loss_err, norm_err, param_err;
+    l8_tally want[L8_NGROUPS];
+};
+
+/* lab08_referee_cases.c: setup and check callbacks */
+void l8_config_setup(drv_case *c);
+void l8_config_check(drv_case *c);
+void l8_grid_check(drv_case *c);
+void l8_grid_errors_setup(drv_case *c);
+void l8_grid_errors_check(drv_case *c);
+void l8_embed_setup(drv_case *c);
+void l8_embed_check(drv_case *c);
+void l8_embed_teardown(drv_case *c);
+void l8_xent_setup(drv_case *c);
+void l8_xent_check(drv_case *c);
+void l8_xent_teardown(drv_case *c);
+void l8_step_setup(drv_case *c);
+void l8_step_check(drv_case *c);
+void l8_traffic_check(drv_case *c);
+void l8_runs_free(l8_state *S);
+/* The (t, p, d) of the step cases at N ranks (into S->cfgs), and the tensor size of the
+ * embed and xent cases. */
+void l8_step_configs(l8_state *S, int N);
+int l8_tensor_size(const l8_state *S, int N);
+
+/* lab08_player.c: run callbacks */
+void l8_config_run(drv_case *c);
+void l8_grid_run(drv_case *c);
+void l8_grid_errors_run(drv_case *c);
+void l8_embed_run(drv_case *c);
+void l8_xent_run(drv_case *c);
+void l8_step_run(drv_case *c);
 
 /* ==================================================================================== */
 /* lab08_player_modes.c                                                                   */

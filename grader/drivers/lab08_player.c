@@ -235,3 +235,62 @@ void l8_play_steps(const td_grid *g, const td_config *c, const l8_layout *lay, c
     host_from(out->params, st.params, lay->count);
     stage_free(&st);
 }
+
+/* ==================================================================================== */
+/* The run callbacks: the referee's slots in, the player's results out                   */
+/* ==================================================================================== */
+
+void l8_config_run(drv_case *c) {
+    l8_config_slots *x = c->state;
+    l8_play_config(x->cases, x->n, x->codes);
+}
+
+void l8_grid_run(drv_case *c) {
+    l8_grid_out *x = drv_state(c, sizeof *x);
+    l8_play_grid((int)c->arg[0], (int)c->arg[1], x);
+}
+
+void l8_grid_errors_run(drv_case *c) {
+    l8_grid_err_slots *x = c->state;
+    for (int i = 0; i < x->n; i++) {
+        td_grid g;
+        memset(&g, 0x5a, sizeof g); /* a pattern the call must leave as it is */
+        td_grid keep = g;
+        x->rc[i] = td_grid_build(&g, x->t[i], x->p[i]);
+        x->touched[i] = memcmp(&g, &keep, sizeof g) != 0;
+        if (x->rc[i] == TD_OK) {
+            td_grid_free(&g);
+            break;
+        }
+    }
+}
+
+void l8_embed_run(drv_case *c) {
+    l8_embed_slots *x = c->state;
+    td_grid g;
+    l8_kit_grid(&g, x->t, 1);
+    l8_play_embed(&g, &x->in, x->T, x->b, x->C, x->V, &x->out);
+    l8_kit_grid_free(&g);
+}
+
+void l8_xent_run(drv_case *c) {
+    l8_xent_slots *x = c->state;
+    td_grid g;
+    l8_kit_grid(&g, x->t, 1);
+    l8_play_xent(&g, x->logits, x->targets, x->N, x->V, x->scale, &x->out);
+    l8_kit_grid_free(&g);
+}
+
+void l8_step_run(drv_case *c) {
+    l8_state *S = l8_state_of(c);
+    l8_run *R = S->runs[c->arg[0]];
+    if (R->played) return;
+    R->played = true;
+    size_t n = (size_t)R->cfg.micro * R->cfg.seq * R->cfg.batch;
+    const int *tok[L8_MAX_STEPS], *tgt[L8_MAX_STEPS];
+    for (int s = 0; s < S->steps; s++) tok[s] = R->ids + (size_t)s * n, tgt[s] = R->ids + (size_t)(S->steps + s) * n;
+    td_grid g;
+    l8_kit_grid(&g, R->cfg.t, R->cfg.p);
+    l8_play_steps(&g, &R->cfg, &R->lay, R->params0, R->lay.first ? tok : NULL, R->lay.last ? tgt : NULL, S->steps, &R->out);
+    l8_kit_grid_free(&g);
+}
