@@ -22,7 +22,7 @@
 
 static l8_state g_state = {.T = 8, .b = 2, .C = 32, .H = 8, .F = 64, .V = 64, .L = 8, .steps = 2, .lr = 1e-2,
                            .clip = 0.25, .profile = "dgx-a100", .model = "all", .gpus = 0, .gbatch = 0, .top = 8,
-                           .bench_steps = 5};
+                           .bench_steps = 9};
 
 /* ==================================================================================== */
 /* The plan                                                                               */
@@ -110,7 +110,7 @@ static const drv_flag FLAGS[] = {
     {"--gpus", DRV_INT, &g_state.gpus, 0, 1 << 20, "--run plan: GPUs (default: the row's, or the whole profile)"},
     {"--global-batch", DRV_INT, &g_state.gbatch, 0, 1 << 24, "--run plan: sequences per iteration (default: the row's)"},
     {"--top", DRV_INT, &g_state.top, 1, 1000, "--run plan: configurations listed (default 8)"},
-    {"--bench-steps", DRV_INT, &g_state.bench_steps, 1, 1000, "--run bench: measured steps of the tiny GPT (default 5)"},
+    {"--bench-steps", DRV_INT, &g_state.bench_steps, 1, L8_MAX_STEPS - 1, "--run bench: measured steps of the tiny GPT (default 9)"},
     {NULL},
 };
 static const drv_mode MODES[] = {

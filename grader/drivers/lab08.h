@@ -27,7 +27,7 @@
 #include "driver.h"       // defines: drv_* (the case runner)
 #include "threed.h"       // defines: the lab API (td_*)
 
-#define L8_MAX_STEPS 8
+#define L8_MAX_STEPS 16
 #define L8_MAX_CONFIGS 16
 
 /* ==================================================================================== */

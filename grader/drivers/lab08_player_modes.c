@@ -177,9 +177,9 @@ static void bench_tiny(l8_state *S) {
     plc_profile prof;
     bool have = load_profile("this-machine", &prof, false);
     int N = pl_world();
+    int steps = S->bench_steps + 1; /* the first one warms up */
     drv_say("# the tiny GPT (T %d, b %d, C %d, H %d, F %d, V %d, L %d) stepped here at %d rank(s), median of %d steps after one; "
-            "predicted on this-machine (make calibrate)\n", S->T, S->b, S->C, S->H, S->F, S->V, S->L, N, S->bench_steps);
-    int steps = S->bench_steps + 1 < L8_MAX_STEPS ? S->bench_steps + 1 : L8_MAX_STEPS;
+            "predicted on this-machine (make calibrate)\n", S->T, S->b, S->C, S->H, S->F, S->V, S->L, N, steps - 1);
     for (int i = 0; i < S->ncfgs; i++) {
         l8_tpd k = S->cfgs[i];
         td_config c = l8_config(S, k.t, k.p);
@@ -224,8 +224,8 @@ static void bench_tiny(l8_state *S) {
                 if (plp_check(&pm, &pc, k.d * c.micro * S->b, why, sizeof why) == 0) {
                     plp_estimate_config(&prof, &pm, &pc, k.d * c.micro * S->b, &e);
                     terms_line(&e, terms, sizeof terms);
-                    drv_say("ratio tiny GPT t%dp%dd%d on %s: predicted / measured  %.3f   (%.3f ms vs %.3f ms; %s)\n", k.t, k.p,
-                            k.d, prof.name, e.time / measured, 1e3 * e.time, 1e3 * measured, terms);
+                    drv_say("ratio tiny GPT t%dp%dd%d on %s: predicted / measured  %.3f   (%.3f ms vs %.3f ms, the fastest step %.3f ms; "
+                            "%s)\n", k.t, k.p, k.d, prof.name, e.time / measured, 1e3 * e.time, 1e3 * measured, 1e3 * t[0], terms);
                 } else {
                     drv_say("# tiny GPT t%dp%dd%d: measured %.3f ms; the planner refuses it: %s\n", k.t, k.p, k.d, 1e3 * measured, why);
                 }
