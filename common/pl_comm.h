@@ -25,7 +25,8 @@ typedef struct pl_comm pl_comm;
 pl_comm *pl_comm_world(void);
 int pl_comm_rank(const pl_comm *c);
 int pl_comm_size(const pl_comm *c);
-/* Ranks with the same colour form a new communicator, ordered by key then parent rank. */
+/* Ranks with the same colour form a new communicator, ordered by key then parent rank; a
+ * rank with a negative colour joins none and gets NULL. Collective over the parent. */
 pl_comm *pl_comm_split(pl_comm *parent, int color, int key);
 void pl_comm_free(pl_comm *c);
 void pl_barrier(pl_comm *c); /* host-side barrier, also syncs this rank's streams */

@@ -19,11 +19,11 @@ typedef struct {
     double to_si;
     size_t offset;
     int is_int;
-    int optional; /* may be left out: plc_profile_parse gives it a default */
+    int optional; /* may be absent: the field keeps the default plc_profile_parse sets */
 } profile_key;
 
 #define PK(k, f, field, i) {k, f, offsetof(plc_profile, field), i, 0}
-#define PK_OPTIONAL(k, f, field) {k, f, offsetof(plc_profile, field), 0, 1}
+#define PK_OPT(k, f, field, i) {k, f, offsetof(plc_profile, field), i, 1}
 static const profile_key KEYS[] = {
     PK("gpus_per_node", 1, gpus_per_node, 1),
     PK("nodes", 1, nodes, 1),
@@ -37,8 +37,10 @@ static const profile_key KEYS[] = {
     PK("inter_latency_us", 1e-6, inter_alpha, 0),
     PK("inter_bw_GBps", 1e9, inter_beta, 0),
     /* one-sided puts (symmetric memory); default: the intra-node message figures */
-    PK_OPTIONAL("put_latency_us", 1e-6, put_alpha),
-    PK_OPTIONAL("put_bw_GBps", 1e9, put_beta),
+    PK_OPT("put_latency_us", 1e-6, put_alpha, 0),
+    PK_OPT("put_bw_GBps", 1e9, put_beta, 0),
+    PK_OPT("memory_GB", 1e9, mem_capacity, 0),
+    PK_OPT("element_bytes", 1, elem_bytes, 1),
 };
 #define NKEYS (sizeof KEYS / sizeof KEYS[0])
 
@@ -48,6 +50,7 @@ static void set_err(char *err, size_t errlen, const char *fmt, const char *a, in
 
 int plc_profile_parse(plc_profile *p, const char *text, char *err, size_t errlen) {
     memset(p, 0, sizeof *p);
+    p->elem_bytes = 4;
     int seen[NKEYS] = {0};
     int line_no = 0;
     const char *line = text;
@@ -111,6 +114,10 @@ int plc_profile_parse(plc_profile *p, const char *text, char *err, size_t errlen
         set_err(err, errlen, "%s: peak_tflops, gemm_efficiency, vector_tflops and the bandwidths must be > 0%.0d", "profile", 0);
         return -1;
     }
+    if (p->elem_bytes != 2 && p->elem_bytes != 4) {
+        set_err(err, errlen, "%s: element_bytes must be 2 (bf16/fp16) or 4 (fp32)%.0d", "profile", 0);
+        return -1;
+    }
     return 0;
 }
 
@@ -157,6 +164,7 @@ int plc_profile_write(const plc_profile *p, const char *path) {
     if (p->description[0]) fprintf(f, "description       %s\n", p->description);
     for (size_t k = 0; k < NKEYS; k++) {
         const char *field = (const char *)p + KEYS[k].offset;
+        if (KEYS[k].optional && (KEYS[k].is_int ? *(const int *)field == 4 : *(const double *)field == 0)) continue;
         if (KEYS[k].is_int) fprintf(f, "%-17s %d\n", KEYS[k].key, *(const int *)field);
         else fprintf(f, "%-17s %.6g\n", KEYS[k].key, *(const double *)field / KEYS[k].to_si);
     }

@@ -130,6 +130,8 @@ if want labs; then
             --filter config.ok 2>&1 | grep -o 'symmetric memory [^;]*' | head -n 1)
         row "lab 9 np$np" "${l:-no line (did it start?)}"
     done
+    grade "lab 8 solution np1 cuda+nccl" 300 lab-8 SOLUTION=1 NP=1 COMM=nccl
+    grade "lab 8 solution np2,4 cuda+mpi" 400 lab-8 SOLUTION=1 NP="2 4" COMM=mpi
 fi
 
 comm_for() { [ "$1" = 1 ] && echo nccl || echo mpi; } # one GPU: NCCL only with one rank

@@ -83,3 +83,7 @@ echo "#  dgx-h100 and pcie-4gpu (columns: measured, dgx-h100, pcie-4gpu); winner
 if [ -f "${GGUF:-datasets/cache/SmolLM2-135M-Instruct.Q4_1.gguf}" ]; then l5args=; else
     echo "#  (SmolLM2 not fetched: the tiny llama; scripts/fetch-model.sh for the real model)"; l5args="--model tiny"; fi
 $MAKE --no-print-directory lab-5 RUN=bench SOLUTION=1 ARGS="$l5args" 2>&1 | grep -E '^(sweep|winner)'
+echo "# Lab 8: Table 1 of the Megatron-LM paper predicted on dgx-a100 at its published configurations (predicted /"
+echo "#  published TFLOP/s per GPU, target 0.8 - 1.25), then the tiny GPT's step measured here beside the planner's"
+echo "#  this-machine prediction"
+$MAKE --no-print-directory lab-8 RUN=bench SOLUTION=1 2>&1 | grep -E '^(ratio|# Table 1:|#   .* misses)'

@@ -34,6 +34,10 @@ typedef struct {
     double inter_beta;
     double put_alpha;     /* a one-sided put inside a node (symmetric memory), s:     */
     double put_beta;      /* optional keys, default intra_alpha / intra_beta          */
+    /* Optional keys (docs/cost-model.md): absent, they keep these defaults. */
+    double mem_capacity;  /* device memory, bytes (memory_GB); 0 = not given          */
+    int elem_bytes;       /* bytes per weight/activation element at the precision of
+                             peak_flops (element_bytes): 4 (fp32/TF32, the labs'), 2 (bf16) */
 } plc_profile;
 
 /* Load a profile: a path (contains '/' or ends in .profile), or a name looked up as

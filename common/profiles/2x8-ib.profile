@@ -14,3 +14,4 @@ intra_latency_us  3
 intra_bw_GBps     360
 inter_latency_us  8         # per step through the NIC and the switch
 inter_bw_GBps     45        # 400 Gb/s = 50 GB/s line rate, about 45 reached
+memory_GB         80        # H100 SXM 80 GB (the planner's memory limit)

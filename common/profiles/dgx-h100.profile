@@ -16,3 +16,4 @@ inter_latency_us  8         # unused with one node; kept so every profile has ev
 inter_bw_GBps     45
 put_latency_us    1.5       # one-sided put + signal over NVLink, issued from the GPU (NVSHMEM)
 put_bw_GBps       450       # NVLink 4 per GPU and direction (18 links x 25 GB/s), no protocol overhead
+memory_GB         80        # H100 SXM 80 GB (the planner's memory limit)

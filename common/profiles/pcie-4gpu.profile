@@ -13,3 +13,4 @@ intra_latency_us  10        # PCIe peer-to-peer or through host memory
 intra_bw_GBps     12        # ring busbw NCCL reaches over shared PCIe switches
 inter_latency_us  10
 inter_bw_GBps     12
+memory_GB         40        # A100 PCIe 40 GB (the planner's memory limit)
