@@ -34,6 +34,19 @@ static int g_cap_flag = 4000;
 
 static lab7 *lab_of(const drv_case *c) { return (lab7 *)c->inst->test->data; }
 
+/* The sequences' seed, once per run: rank 0's case seed (fresh random bits in a graded run,
+ * so no rank's code can make another rank's sequences; from --seed when run by hand). Every
+ * rank sets up every case, so every rank gets here at the same case. */
+static void data_seed(drv_case *c, lab7 *L) {
+    if (L->have_data_seed) return;
+    uint64_t *all = calloc((size_t)L->np, sizeof *all);
+    PL_CHECK(all != NULL, "out of host memory");
+    drv_allgather_u64(drv_case_seed(c), all);
+    L->data_seed = all[0];
+    L->have_data_seed = true;
+    free(all);
+}
+
 /* ==================================================================================== */
 /* Layouts and plans                                                                     */
 /* ==================================================================================== */
@@ -86,6 +99,7 @@ typedef struct {
 static void variant_setup(drv_case *c) {
     lab7 *L = lab_of(c);
     run_state *st = drv_state(c, sizeof *st);
+    data_seed(c, L);
     if (L->run[c->arg[0]]) return; /* an earlier case of the variant ran it */
     l7_inputs(L, &st->in, (l7_variant)c->arg[0], L->np, L->rank, 0, L->steps);
     st->made = true;
@@ -163,6 +177,7 @@ static void ckpt_setup(drv_case *c) {
     lab7 *L = lab_of(c);
     ckpt_state *st = drv_state(c, sizeof *st);
     int half = L->steps / 2, i = (int)c->arg[0];
+    data_seed(c, L);
     if (i < 0) { /* errors: save at 2 ranks after one step, load at 2 */
         st->saver = st->loader = L->rank < 2;
         if (st->saver) {

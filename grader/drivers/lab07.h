@@ -121,7 +121,9 @@ typedef struct {
     int train_steps, mode_layers, mode_hidden, mode_batch;
     const char *text;
     /* the world */
-    uint64_t seed;
+    uint64_t seed;                     /* --seed: the initial parameters (every rank gets them) */
+    uint64_t data_seed;                /* the sequences: fresh in a graded run (drv_case_seed) */
+    bool have_data_seed;
     pl_comm *world;
     int rank, np;
     zero_model model;                  /* the graded model's description                  */
