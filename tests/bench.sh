@@ -73,3 +73,6 @@ echo "#  dgx-h100 and pcie-4gpu (columns: measured, dgx-h100, pcie-4gpu); winner
 if [ -f "${GGUF:-datasets/cache/SmolLM2-135M-Instruct.Q4_1.gguf}" ]; then l5args=; else
     echo "#  (SmolLM2 not fetched: the tiny llama; scripts/fetch-model.sh for the real model)"; l5args="--model tiny"; fi
 $MAKE --no-print-directory lab-5 RUN=bench SOLUTION=1 ARGS="$l5args" 2>&1 | grep -E '^(sweep|winner)'
+echo "# Lab 7: step time of ZeRO-1/2/3 against DDP (vs_ddp): measured here, and the step replayed on"
+echo "#  dgx-h100 (pred_vs_ddp); ZeRO-1/2 move DDP's bytes, ZeRO-3 1.5 times them"
+$MAKE --no-print-directory lab-7 RUN=bench SOLUTION=1 2>&1 | grep '^bench07'
