@@ -8,6 +8,7 @@
 #include "pl_check.h"
 #include "pl_comm.h"
 #include "pl_device.h"
+#include "pl_memtag.h"
 #include "pl_rng.h"
 #include "pl_runtime.h"
 #include "pl_sym.h"

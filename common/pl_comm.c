@@ -231,6 +231,29 @@ void pl_alltoall(const float *sb, float *rb, size_t n, pl_comm *c, pl_stream *s)
     end_coll(s, before);
 }
 
+/* bf16: S counts 2 bytes per element; the same checks and the same record. */
+void pl_allgather_bf16(const uint16_t *sb, uint16_t *rb, size_t n, pl_comm *c, pl_stream *s) {
+    check_comm(c, &s, "pl_allgather_bf16");
+    check_bufs(sb, rb, n * (size_t)c->size, "pl_allgather_bf16");
+    if (!pl_cb->allgather_bf16) pl_fatal(__FILE__, __LINE__, "pl_allgather_bf16", "this comm backend has no bf16 collectives");
+    uint64_t before = s->issued;
+    begin_coll(PL_OP_ALLGATHER, -1, (uint64_t)n * 2 * c->size, c, s, "pl_allgather_bf16");
+    pl_cb->allgather_bf16(sb, rb, n, c, s);
+    end_coll(s, before);
+}
+
+void pl_reduce_scatter_bf16(const uint16_t *sb, uint16_t *rb, size_t n, pl_op op, pl_comm *c, pl_stream *s) {
+    check_comm(c, &s, "pl_reduce_scatter_bf16");
+    check_bufs(sb, rb, n * (size_t)c->size, "pl_reduce_scatter_bf16");
+    if (!pl_cb->reduce_scatter_bf16)
+        pl_fatal(__FILE__, __LINE__, "pl_reduce_scatter_bf16", "this comm backend has no bf16 collectives");
+    if (op == PL_MAX) pl_fatal(__FILE__, __LINE__, "pl_reduce_scatter_bf16", "bf16 reductions are PL_SUM or PL_AVG");
+    uint64_t before = s->issued;
+    begin_coll(PL_OP_REDUCE_SCATTER, -1, (uint64_t)n * 2 * c->size, c, s, "pl_reduce_scatter_bf16");
+    pl_cb->reduce_scatter_bf16(sb, rb, n, op, c, s);
+    end_coll(s, before);
+}
+
 void pl_barrier(pl_comm *c) {
     PL_CHECK(c != NULL, "pl_barrier: NULL communicator");
     PL_CHECK(g_group_depth == 0, "pl_barrier inside a group");

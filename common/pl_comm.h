@@ -13,7 +13,9 @@
 #define PL_COMM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
+#include "pl_bf16.h"
 #include "pl_device.h"
 
 #ifdef __cplusplus
@@ -52,6 +54,15 @@ void pl_reduce(const float *sendbuf, float *recvbuf, size_t count, pl_op op, int
                pl_comm *c, pl_stream *s);
 /* sendbuf and recvbuf hold count * size elements; block j of sendbuf goes to rank j. */
 void pl_alltoall(const float *sendbuf, float *recvbuf, size_t count, pl_comm *c, pl_stream *s);
+
+/* -- bfloat16 collectives -------------------------------------------------------------
+ * The same conventions on buffers of 16-bit bf16 words (kernels/kern_bf16.h converts), counts
+ * in elements, S = 2 bytes per element. A reduction adds in float32 and rounds the result to
+ * bf16 at each step of the backend's algorithm, as NCCL does, so sums depend on its order. */
+void pl_allgather_bf16(const uint16_t *sendbuf, uint16_t *recvbuf, size_t sendcount, pl_comm *c,
+                       pl_stream *s);
+void pl_reduce_scatter_bf16(const uint16_t *sendbuf, uint16_t *recvbuf, size_t recvcount, pl_op op,
+                            pl_comm *c, pl_stream *s);
 
 #ifdef __cplusplus
 }

@@ -32,6 +32,7 @@ typedef struct {
     float *scale_buf;     /* PL_AVG: divide these elements by scale_div        */
     size_t scale_n;
     float scale_div;
+    uint16_t *bf16_scale_buf; /* PL_AVG on bf16 words: the same, rounded back     */
     size_t trace_event;   /* event to close on completion, or (size_t)-1       */
 } pending;
 
@@ -61,6 +62,10 @@ static pending *push(pending_list *l) {
 static void finish(pending *p) {
     if (p->scale_buf) {
         for (size_t i = 0; i < p->scale_n; i++) p->scale_buf[i] /= p->scale_div;
+    }
+    if (p->bf16_scale_buf) {
+        for (size_t i = 0; i < p->scale_n; i++)
+            p->bf16_scale_buf[i] = pl_bf16_from_float(pl_bf16_to_float(p->bf16_scale_buf[i]) / p->scale_div);
     }
     if (p->upload_to && p->result_bytes) pl_dev->upload(p->upload_to, p->result, p->result_bytes);
     free(p->stage);
@@ -144,6 +149,8 @@ static const float *host_in(const float *dev, size_t n, pending *p) {
 /* -- lifecycle ---------------------------------------------------------------------------- */
 static void mpi_init(pl_comm *world) { (void)world; }
 
+static MPI_Op g_bf16_sum = MPI_OP_NULL;
+
 static void mpi_finalize(void) {
     wait_list(&g_group);
     wait_list(&g_stream_q[0]);
@@ -153,6 +160,7 @@ static void mpi_finalize(void) {
     free(g_stream_q[1].v);
     memset(&g_group, 0, sizeof g_group);
     memset(g_stream_q, 0, sizeof g_stream_q);
+    if (g_bf16_sum != MPI_OP_NULL) MPI_Op_free(&g_bf16_sum);
 }
 
 static void mpi_group_start(void) {}
@@ -347,6 +355,76 @@ static void mpi_alltoall(const float *sb, float *rb, size_t n, pl_comm *c, pl_st
     issue(s);
 }
 
+/* -- bfloat16 ------------------------------------------------------------------------------
+ * 16-bit words travel as MPI_UINT16_T; a sum widens both operands, adds in float32 and
+ * rounds once per combination (MPI's algorithm decides the order, as NCCL's does). Staging
+ * on the cuda device counts bytes: a bf16 buffer need not be a whole number of floats. */
+static void bf16_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
+    (void)type;
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0; i < *len; i++) b[i] = pl_bf16_from_float(pl_bf16_to_float(a[i]) + pl_bf16_to_float(b[i]));
+}
+
+static host_pair stage_bytes(const char *op, const void *sb, size_t in_bytes, void *rb, size_t out_bytes,
+                             int out_needs_contents, pl_stream *s) {
+    pending_list *l = (!on_cuda() && s->id == 1) ? &g_stream_q[1] : &g_group;
+    pending *p = push(l);
+    p->op = op;
+    p->peer = -1;
+    p->trace_event = pl_comm_current_event;
+    host_pair hp = {(const float *)sb, (float *)rb, p};
+    if (!on_cuda()) return hp;
+    pl_dev->stream_sync(s);
+    char *h = malloc(in_bytes + out_bytes + 4);
+    PL_CHECK(h != NULL, "out of host memory for staging");
+    p->stage = (float *)h;
+    if (in_bytes) pl_dev->download(h, sb, in_bytes);
+    if (out_needs_contents && out_bytes) pl_dev->download(h + in_bytes, rb, out_bytes);
+    hp.in = (const float *)h;
+    hp.out = (float *)(h + in_bytes);
+    p->upload_to = rb;
+    p->result = hp.out;
+    p->result_bytes = out_bytes;
+    return hp;
+}
+
+static void mpi_allgather_bf16(const uint16_t *sb, uint16_t *rb, size_t n, pl_comm *c, pl_stream *s) {
+    pl_wire_coll(n * (size_t)c->size * 2);
+    int in_place = sb == rb + (size_t)c->rank * n;
+    host_pair h = stage_bytes("allgather", sb, in_place ? 0 : 2 * n, rb, 2 * n * (size_t)c->size, in_place, s);
+    const void *in = in_place ? MPI_IN_PLACE : (const void *)h.in;
+    MPI_Comm mc = (MPI_Comm)c->mpi;
+    COLL_CALL(s, "allgather", MPI_Allgather(in, (int)n, MPI_UINT16_T, h.out, (int)n, MPI_UINT16_T, mc),
+              MPI_Iallgather(in, (int)n, MPI_UINT16_T, h.out, (int)n, MPI_UINT16_T, mc, &h.p->req));
+    issue(s);
+}
+
+static void mpi_reduce_scatter_bf16(const uint16_t *sb, uint16_t *rb, size_t n, pl_op op, pl_comm *c,
+                                    pl_stream *s) {
+    pl_wire_coll(n * (size_t)c->size * 2);
+    if (g_bf16_sum == MPI_OP_NULL) PL_MPI_CHECK(MPI_Op_create(bf16_sum, 1, &g_bf16_sum));
+    size_t total = n * (size_t)c->size;
+    host_pair h = stage_bytes("reduce_scatter", sb, 2 * total, rb, 2 * n, 0, s);
+    const void *in = h.in;
+    if (!on_cuda() && rb >= sb && rb < sb + total) { /* MPI needs disjoint buffers */
+        uint16_t *t = malloc(2 * total + 2);
+        PL_CHECK(t != NULL, "out of host memory");
+        memcpy(t, sb, 2 * total);
+        h.p->scratch = (float *)t;
+        in = t;
+    }
+    MPI_Comm mc = (MPI_Comm)c->mpi;
+    COLL_CALL(s, "reduce_scatter", MPI_Reduce_scatter_block(in, h.out, (int)n, MPI_UINT16_T, g_bf16_sum, mc),
+              MPI_Ireduce_scatter_block(in, h.out, (int)n, MPI_UINT16_T, g_bf16_sum, mc, &h.p->req));
+    if (op == PL_AVG) {
+        h.p->bf16_scale_buf = (uint16_t *)h.out;
+        h.p->scale_n = n;
+        h.p->scale_div = (float)c->size;
+    }
+    issue(s);
+}
+
 static void mpi_drain(pl_stream *s) {
     wait_list(&g_stream_q[s->id]);
     s->completed = s->issued;
@@ -370,4 +448,6 @@ const pl_comm_backend pl_comm_mpi = {
     .drain = mpi_drain,
     .poll = NULL,  /* MPI reports errors from the calls themselves */
     .abort = NULL, /* nothing to tear down: MPI_Abort ends the job  */
+    .allgather_bf16 = mpi_allgather_bf16,
+    .reduce_scatter_bf16 = mpi_reduce_scatter_bf16,
 };

@@ -232,6 +232,18 @@ static void pl_nccl_alltoall(const float *sb, float *rb, size_t n, pl_comm *c, p
     }
 }
 
+/* bfloat16 words as ncclBfloat16: NCCL adds in float32 and rounds at each step. */
+static void pl_nccl_allgather_bf16(const uint16_t *sb, uint16_t *rb, size_t n, pl_comm *c, pl_stream *s) {
+    pl_wire_coll(n * (size_t)c->size * 2);
+    PL_NCCL_CHECK(ncclAllGather(sb, rb, n, ncclBfloat16, pl_nccl_of(c), pl_nccl_stream(s)));
+}
+
+static void pl_nccl_reduce_scatter_bf16(const uint16_t *sb, uint16_t *rb, size_t n, pl_op op, pl_comm *c,
+                                        pl_stream *s) {
+    pl_wire_coll(n * (size_t)c->size * 2);
+    PL_NCCL_CHECK(ncclReduceScatter(sb, rb, n, ncclBfloat16, pl_nccl_op(op), pl_nccl_of(c), pl_nccl_stream(s)));
+}
+
 static void pl_nccl_poll(void) { (void)pl_nccl_check_async(); }
 
 extern "C" const pl_comm_backend pl_comm_nccl = {
@@ -253,6 +265,8 @@ extern "C" const pl_comm_backend pl_comm_nccl = {
     .drain = NULL, /* operations are ordered on their CUDA streams; nothing to complete */
     .poll = pl_nccl_poll,
     .abort = pl_nccl_abort,
+    .allgather_bf16 = pl_nccl_allgather_bf16,
+    .reduce_scatter_bf16 = pl_nccl_reduce_scatter_bf16,
 };
 
 /* ================================================================================== */

@@ -6,6 +6,7 @@
 
 #include "pl_backend.h"  // defines: pl_dev, struct pl_stream, struct pl_event
 #include "pl_internal.h" // defines: pl_mem_track_*, pl_trace_* hooks
+#include "pl_memtag_internal.h" // defines: pl_memtag_forget (memory categories)
 
 static pl_stream g_compute = {.id = 0}, g_comm = {.id = 1};
 static void (*g_drain)(pl_stream *s); /* the comm layer's: completes pending operations */
@@ -55,6 +56,7 @@ void pl_free(void *p) {
     if (!p) return;
     pl_device_sync(); /* memory may still be in use by queued work */
     pl_mem_track_free(p);
+    pl_memtag_forget(p);
     pl_dev->free(p);
 }
 

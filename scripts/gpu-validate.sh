@@ -132,6 +132,8 @@ if want labs; then
     done
     grade "lab 8 solution np1 cuda+nccl" 300 lab-8 SOLUTION=1 NP=1 COMM=nccl
     grade "lab 8 solution np2,4 cuda+mpi" 400 lab-8 SOLUTION=1 NP="2 4" COMM=mpi
+    grade "lab 7 solution np1 cuda+nccl" 300 lab-7 SOLUTION=1 NP=1 COMM=nccl
+    grade "lab 7 solution np2,4 cuda+mpi" 400 lab-7 SOLUTION=1 NP="2 4" COMM=mpi
 fi
 
 comm_for() { [ "$1" = 1 ] && echo nccl || echo mpi; } # one GPU: NCCL only with one rank
@@ -177,6 +179,13 @@ if want bench; then
         timeout 300 mpirun -np $np build/cuda/solutions/lab09 --device cuda --comm "$(comm_for $np)" --run bench >>"$log" 2>&1
     done
     grep -E '^ *(layer|crossover)|^# lab09 bench' "$log" | while IFS= read -r l; do row "lab9 cuda" "$l"; done
+    log=$OUT/bench-lab7.log
+    : >"$log"
+    for np in 1 2; do
+        timeout 300 mpirun -np $np build/cuda/solutions/lab07 --device cuda --comm "$(comm_for $np)" --run bench \
+            >>"$log" 2>&1
+    done
+    grep '^bench07' "$log" | while IFS= read -r l; do row "lab7 cuda" "$l"; done
     timeout 300 "${MK[@]}" scaling LAB=2 SOLUTION=1 NP="1 2 4" >"$OUT/scaling-2.log" 2>&1
     row "make scaling LAB=2 (np 1 2 4), exit $?" "table in scaling-2.log"
 fi

@@ -87,3 +87,6 @@ echo "# Lab 8: Table 1 of the Megatron-LM paper predicted on dgx-a100 at its pub
 echo "#  published TFLOP/s per GPU, target 0.8 - 1.25), then the tiny GPT's step measured here beside the planner's"
 echo "#  this-machine prediction"
 $MAKE --no-print-directory lab-8 RUN=bench SOLUTION=1 2>&1 | grep -E '^(ratio|# Table 1:|#   .* misses)'
+echo "# Lab 7: step time of ZeRO-1/2/3 against DDP (vs_ddp): measured here, and the step replayed on"
+echo "#  dgx-h100 (pred_vs_ddp); ZeRO-1/2 move DDP's bytes, ZeRO-3 1.5 times them"
+$MAKE --no-print-directory lab-7 RUN=bench SOLUTION=1 2>&1 | grep '^bench07'

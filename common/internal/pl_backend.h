@@ -101,6 +101,11 @@ typedef struct {
     void (*poll)(void);
     /* Tear down after the watchdog fired, before the job is aborted (optional). */
     void (*abort)(void);
+    /* bfloat16 collectives on 16-bit words, counts in elements (optional: NULL = this
+     * backend has none, and the generic layer says so). */
+    void (*allgather_bf16)(const uint16_t *sb, uint16_t *rb, size_t n, pl_comm *c, pl_stream *s);
+    void (*reduce_scatter_bf16)(const uint16_t *sb, uint16_t *rb, size_t n, pl_op op, pl_comm *c,
+                                pl_stream *s);
 } pl_comm_backend;
 
 extern const pl_device_backend pl_device_cpu;
