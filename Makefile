@@ -199,6 +199,9 @@ $(CLASS_TOOL): $(CLASS_SRC) grader/class.h
 # constructor) and merges into one object whose only global symbols are the lab's API.
 #   make driver LAB=01-collectives SRC=labs/01-collectives BIN=build/cpu/labs/lab01 FLAVOR=cpu
 ifdef BIN
+ifneq ($(findstring %,$(BIN)),)
+$(error BIN=$(BIN): make cannot build a path holding '%')
+endif
 DRV_NUM  := $(call lab_num,$(LAB))
 DRV_SRC  := $(or $(SRCFILES),$(wildcard $(SRC)/*.c))
 DRV_API  := $(B)/$(FLAVOR)/api/$(LAB).syms

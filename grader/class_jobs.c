@@ -196,9 +196,19 @@ static bool copy_file(const char *from, const char *to)
     return ok;
 }
 
+/* The submission's build tree: its key with '%' (the escape of a name that is not UTF-8)
+ * spelled '+', because make reads a '%' in a target as a pattern. */
+static char *work_dir(const class_run *cr, const submission *s)
+{
+    char *w = xasprintf("%s/work/%s", cr->out, s->key);
+    for (char *p = w + strlen(cr->out); *p; p++)
+        if (*p == '%') *p = '+';
+    return w;
+}
+
 static pid_t start_job(const class_run *cr, const submission *s, int slot)
 {
-    char *work = xasprintf("%s/work/%s", cr->out, s->key);
+    char *work = work_dir(cr, s);
     char *partial = xasprintf("%s/students/.%s.partial", cr->out, s->key);
     remove_tree(work);
     remove_tree(partial);
@@ -302,7 +312,8 @@ static cJSON *grade_record(const class_run *cr, submission *s, const char *dir, 
         bool refused = !strcmp(fclass->valuestring, "forbidden");
         st = refused ? ST_REFUSED : ST_BUILD_ERROR;
         // the compiler names the copy in the build tree: name the student's file instead
-        char *src = xasprintf("%s/work/%s/src/", cr->out, s->key);
+        char *wd = work_dir(cr, s), *src = xasprintf("%s/src/", wd);
+        free(wd);
         char *detail = replace_all(cJSON_IsString(fdetail) ? fdetail->valuestring : fclass->valuestring, src, "");
         why = xasprintf("%s%s", refused ? "the build refused it: " : "", detail);
         free(detail);
@@ -446,7 +457,7 @@ static void finish_job(class_run *cr, job *j, int wstatus, int *done, int total)
     }
     write_record(partial, g);
     commit(cr, s, partial);
-    char *work = xasprintf("%s/work/%s", cr->out, s->key);
+    char *work = work_dir(cr, s);
     remove_tree(work);
     free(work);
     (*done)++;

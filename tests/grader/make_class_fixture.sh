@@ -14,7 +14,7 @@
 #   submission_1006         frank@uni.edu       send_before_recv (deadlock)            graded, deadlock cases
 #   submission_1007         grace@uni.edu       a NULL store in one reduce-scatter     graded, one case crashed
 #   submission_1008         heidi@uni.edu       a fork bomb                            refused (object checker)
-#   submission_1009         ivan@uni.edu        a thread bomb (gets past the checker)  graded, one case wrong
+#   submission_1009         ivan@uni.edu        a thread bomb                          refused (object checker)
 #   submission_1010         judy@uni.edu        every collective spins forever         timed out
 #   submission_1011         ken@uni.edu         collective.c (a typo): no file         missing file
 #   submission_1012         nina@uni.edu        a 50 MB collectives.c                  refused
