@@ -81,7 +81,7 @@ static void lab5_init(void) {
     if (g_list_only) return; /* the plan needs no model */
     kit_open();
     if (!g_light) scenario_init();
-    kit_forget_path();
+    if (!g_light) kit_forget_path(); /* the modes may read the file again: kit_close removes it */
     drv_print("# lab05: %d rank(s), device %s, %s\n", g_n, pl_device_name(pl_info()->device), g_model_desc);
     if (!g_light)
         drv_print("# scenario: prompt \"%s\", %d greedy tokens, a batch of %d sequences and %d decode steps, %d "
@@ -114,7 +114,8 @@ static const drv_mode MODES[] = {
      mode_chat, "2", NULL},
     {"sweep", "tokens/s vs batch 1 4 16 64 per mode, prefill and decode, measured and predicted (dgx-h100, pcie-4gpu); "
      "a plot", mode_sweep, "1 2 4", "scripts/plot-lab5-sweep.sh"},
-    {"bench", "the sweep's table without the plot (make bench LAB=5)", mode_sweep, "1 2 4", NULL},
+    {"bench", "at 1 rank float32 vs quantised weights and llama.cpp's tokens/s (ratio lines), then the sweep's table "
+     "(make bench LAB=5)", mode_bench, "1 2 4", "scripts/bench-lab5.sh"},
     {NULL},
 };
 static const drv_lab LAB = {

@@ -122,6 +122,7 @@ void sessions_free(void);
 /* ---- modes (lab05_modes.c) --------------------------------------------------------------- */
 int mode_chat(void);
 int mode_sweep(void);
+int mode_bench(void); /* one rank: float32 vs quantised weights (then the sweep) */
 /* Greedy argmax of a host row of n_vocab logits. */
 int argmax_row(const float *row, int n);
 
