@@ -32,41 +32,66 @@ KERN_INLINE v8f load8(const float *p) {
 }
 KERN_INLINE float hsum(v8f v) { return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7])); }
 
-/* The 32 integers of a block as 4 vectors of 8 floats (exact: |q| <= 127), and its d, m,
- * widened in registers in steps GCC 12 compiles to vector instructions (bytes -> 16-bit
- * lanes -> 32-bit lanes -> floats: pmovzx/pmovsx, cvtdq2ps); it scalarises a direct
- * __builtin_convertvector of 8 bytes to 8 floats, and a loop of 16 that it unrolls first. */
+/* The 32 integers of a block as 4 vectors of 8 floats, and its d, m. Two ways:
+ *
+ * - little-endian with __builtin_shufflevector (GCC 12, clang): one byte shuffle puts 8
+ *   integers in the top byte of 8 32-bit lanes, zeros below (pshufb on x86, tbl on ARM), so
+ *   the lanes hold q * 2^24 with q's sign, and one conversion makes floats of them; d comes
+ *   back as d * 2^-24. Scaling by a power of two is exact, so every product and sum rounds
+ *   as it would with q and d themselves;
+ * - otherwise, widening in steps (bytes -> 16 -> 32-bit lanes -> floats), which GCC also
+ *   vectorises; it scalarises a direct __builtin_convertvector of 8 bytes to 8 floats. */
 typedef uint8_t v16u8 __attribute__((vector_size(16)));
+typedef int32_t v8i32 __attribute__((vector_size(32)));
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && (defined(__clang__) || __GNUC__ >= 12)
+#define QSCALE 0x1p-24f
+typedef uint8_t v32u8 __attribute__((vector_size(32)));
+#define Z 32 /* a byte of the zero vector */
+/* Bytes 0..7 of b into a, 8..15 into b's floats, each times 2^24. */
+KERN_INLINE void widen_pair(v16u8 b, v8f *qa, v8f *qb) {
+    v32u8 both = __builtin_shufflevector(b, b, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5,
+                                         6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    v32u8 z = {0};
+    v32u8 a0 = __builtin_shufflevector(both, z, Z, Z, Z, 0, Z, Z, Z, 1, Z, Z, Z, 2, Z, Z, Z, 3, Z, Z, Z, 20, Z, Z, Z,
+                                       21, Z, Z, Z, 22, Z, Z, Z, 23);
+    v32u8 a1 = __builtin_shufflevector(both, z, Z, Z, Z, 8, Z, Z, Z, 9, Z, Z, Z, 10, Z, Z, Z, 11, Z, Z, Z, 28, Z, Z, Z,
+                                       29, Z, Z, Z, 30, Z, Z, Z, 31);
+    *qa = __builtin_convertvector((v8i32)a0, v8f);
+    *qb = __builtin_convertvector((v8i32)a1, v8f);
+}
+#undef Z
+#else
+#define QSCALE 1.0f
 typedef int8_t v16i8 __attribute__((vector_size(16)));
 typedef int16_t v16i16 __attribute__((vector_size(32)));
 typedef int16_t v8i16 __attribute__((vector_size(16)));
-typedef int32_t v8i32 __attribute__((vector_size(32)));
-
-KERN_INLINE void widen16(v16i16 w, v8f *a, v8f *b) {
+KERN_INLINE void widen_pair(v16u8 b, v8f *qa, v8f *qb) {
+    v16i16 w = __builtin_convertvector((v16i8)b, v16i16);
     v8i16 lo, hi;
     memcpy(&lo, &w, 16);
     memcpy(&hi, (const char *)&w + 16, 16);
-    *a = __builtin_convertvector(__builtin_convertvector(lo, v8i32), v8f);
-    *b = __builtin_convertvector(__builtin_convertvector(hi, v8i32), v8f);
+    *qa = __builtin_convertvector(__builtin_convertvector(lo, v8i32), v8f);
+    *qb = __builtin_convertvector(__builtin_convertvector(hi, v8i32), v8f);
 }
+#endif
 
+/* Signed bytes throughout (Q4_1's nibbles are below 16 either way); d times QSCALE. */
 KERN_INLINE void unpack(const uint8_t *blk, const int type, v8f q[4], float *d, float *m) {
-    *d = kern_half_to_float(blk);
+    *d = kern_half_to_float(blk) * QSCALE;
+    v16u8 a, b;
     if (type == KERN_Q8_0) {
-        v16i8 a, b;
         memcpy(&a, blk + 2, 16);
         memcpy(&b, blk + 18, 16);
-        widen16(__builtin_convertvector(a, v16i16), &q[0], &q[1]);
-        widen16(__builtin_convertvector(b, v16i16), &q[2], &q[3]);
-        return;
+    } else {
+        v16u8 raw;
+        memcpy(&raw, blk + (type == KERN_Q4_1 ? 4 : 2), 16);
+        a = raw & 15, b = raw >> 4;
+        if (type == KERN_Q4_1) *m = kern_half_to_float(blk + 2);
+        else a -= 8, b -= 8; /* Q4_0's offset: -8 .. 7 as signed bytes */
     }
-    v16u8 raw;
-    memcpy(&raw, blk + (type == KERN_Q4_1 ? 4 : 2), 16);
-    v16i16 lo = __builtin_convertvector(raw & 15, v16i16), hi = __builtin_convertvector(raw >> 4, v16i16);
-    if (type == KERN_Q4_1) *m = kern_half_to_float(blk + 2);
-    else lo -= 8, hi -= 8; /* Q4_0's offset, exact in 16 bits */
-    widen16(lo, &q[0], &q[1]);
-    widen16(hi, &q[2], &q[3]);
+    widen_pair(a, &q[0], &q[1]);
+    widen_pair(b, &q[2], &q[3]);
 }
 
 /* One row, one token: sum_b d_b (q_b . x_b) + m_b X_b, the weights unpacked on the fly. */
@@ -85,25 +110,43 @@ KERN_INLINE float row_dot(const uint8_t *row, const int type, size_t bb, int nb,
     return hsum(acc) + macc;
 }
 
-/* One row, tokens t0 .. t0+3 (nt of them): the row unpacked once into qf (floats of its
- * integers), each vector of it multiplied with 4 tokens' x while it is in a register. */
-KERN_INLINE void row_dot4(const float *qf, const float *dm, const int type, int nb, const float *x, int ldx,
-                          const float *xsum, int nt, float *out) {
-    v8f acc[4] = {{0}, {0}, {0}, {0}};
-    float macc[4] = {0, 0, 0, 0};
-    for (int b = 0; b < nb; b++) {
-        v8f p[4] = {{0}, {0}, {0}, {0}};
-        for (int k = 0; k < 4; k++) {
-            v8f q = load8(qf + (size_t)b * KERN_QK + 8 * k);
-            for (int t = 0; t < 4; t++)
-                if (t < nt) p[t] += q * load8(x + (size_t)t * ldx + (size_t)b * KERN_QK + 8 * k);
-        }
-        for (int t = 0; t < 4; t++) {
-            acc[t] += p[t] * dm[2 * b];
-            if (type == KERN_Q4_1 && t < nt) macc[t] += dm[2 * b + 1] * xsum[(size_t)t * nb + b];
-        }
+/* Rows r and r + 1 (qf holding each unpacked as the products d q, exact: at most 8 by 11
+ * significant bits), tokens t0 .. t0 + nt - 1 (nt <= 4): each x vector loaded once feeds
+ * both rows, each q vector 4 tokens, so 6 loads bring 8 multiply-adds. Q4_1's m times the
+ * blocks' sums of x is added after. r1 may be the same row as r0 (an odd last row). */
+KERN_INLINE void rows2_dot(const float *q0, const float *q1, const float *m0, const float *m1, const int type, int nb,
+                           const float *x, int ldx, const float *xsum, const int nt, float *out0, float *out1) {
+    v8f a[4] = {{0}, {0}, {0}, {0}}, b[4] = {{0}, {0}, {0}, {0}};
+    for (int j = 0; j < nb * KERN_QK; j += 8) {
+        v8f qa = load8(q0 + j), qb = load8(q1 + j);
+        for (int t = 0; t < 4; t++)
+            if (t < nt) {
+                v8f xv = load8(x + (size_t)t * ldx + j);
+                a[t] += qa * xv;
+                b[t] += qb * xv;
+            }
     }
-    for (int t = 0; t < nt; t++) out[t] = hsum(acc[t]) + macc[t];
+    for (int t = 0; t < nt; t++) {
+        float ma = 0.0f, mb = 0.0f;
+        for (int k = 0; k < nb && type == KERN_Q4_1; k++) {
+            ma += m0[k] * xsum[(size_t)t * nb + k];
+            mb += m1[k] * xsum[(size_t)t * nb + k];
+        }
+        out0[t] = hsum(a[t]) + ma;
+        out1[t] = hsum(b[t]) + mb;
+    }
+}
+
+/* Row r unpacked into qf (d q per weight) and mb (m per block). */
+KERN_INLINE void unpack_row(const uint8_t *row, const int type, size_t bb, int nb, float *qf, float *mb) {
+    for (int b = 0; b < nb; b++) {
+        v8f q[4];
+        float d, m = 0.0f;
+        unpack(row + (size_t)b * bb, type, q, &d, &m);
+        for (int k = 0; k < 4; k++) q[k] *= d;
+        memcpy(qf + (size_t)b * KERN_QK, q, sizeof q);
+        mb[b] = m;
+    }
 }
 
 KERN_INLINE void qmatmul(float *y, int ldy, const float *x, int ldx, const uint8_t *W, const int type, int n, int rows,
@@ -119,20 +162,22 @@ KERN_INLINE void qmatmul(float *y, int ldy, const float *x, int ldx, const uint8
         for (int r = 0; r < rows; r++) y[r] = row_dot(W + (size_t)r * rb, type, bb, nb, x, xsum);
         return;
     }
-    for (int r = 0; r < rows; r++) {
-        const uint8_t *row = W + (size_t)r * rb;
-        for (int b = 0; b < nb; b++) {
-            v8f q[4];
-            float d, m = 0.0f;
-            unpack(row + (size_t)b * bb, type, q, &d, &m);
-            memcpy(qf + (size_t)b * KERN_QK, q, sizeof q);
-            dm[2 * b] = d, dm[2 * b + 1] = m;
-        }
+    float *qf1 = qf + cols, *dm1 = dm + nb; /* the second row of a pair */
+    for (int r = 0; r < rows; r += 2) {
+        int r1 = r + 1 < rows ? r + 1 : r;
+        unpack_row(W + (size_t)r * rb, type, bb, nb, qf, dm);
+        unpack_row(W + (size_t)r1 * rb, type, bb, nb, qf1, dm1);
         for (int t = 0; t < n; t += 4) {
             int nt = n - t < 4 ? n - t : 4;
-            float out[4];
-            row_dot4(qf, dm, type, nb, x + (size_t)t * ldx, ldx, xsum + (size_t)t * nb, nt, out);
-            for (int i = 0; i < nt; i++) y[(size_t)(t + i) * ldy + r] = out[i];
+            float o0[4], o1[4];
+            const float *xt = x + (size_t)t * ldx, *st = xsum + (size_t)t * nb;
+            switch (nt) { /* a constant count: the accumulators stay in registers */
+            case 4: rows2_dot(qf, qf1, dm, dm1, type, nb, xt, ldx, st, 4, o0, o1); break;
+            case 3: rows2_dot(qf, qf1, dm, dm1, type, nb, xt, ldx, st, 3, o0, o1); break;
+            case 2: rows2_dot(qf, qf1, dm, dm1, type, nb, xt, ldx, st, 2, o0, o1); break;
+            default: rows2_dot(qf, qf1, dm, dm1, type, nb, xt, ldx, st, 1, o0, o1); break;
+            }
+            for (int i = 0; i < nt; i++) y[(size_t)(t + i) * ldy + r] = o0[i], y[(size_t)(t + i) * ldy + r1] = o1[i];
         }
     }
 }
@@ -152,10 +197,11 @@ void kern_qmatmul_forward_cpu(float *y, int ldy, const float *x, int ldx, const 
     kern_q_check_args(type, cols);
     if (n <= 0 || rows <= 0) return;
     int nb = cols / KERN_QK;
-    /* scratch: the unpacked row (prefill), its scales, the block sums of x (Q4_1) */
-    float *scratch = malloc(((size_t)cols + 2 * (size_t)nb + (size_t)n * nb + 8) * sizeof(float));
+    /* scratch: two unpacked rows (prefill), their m per block, the block sums of x (Q4_1) */
+    float *scratch = malloc((2 * (size_t)cols + 2 * (size_t)nb + (size_t)n * nb + 8) * sizeof(float));
     PL_CHECK(scratch != NULL, "out of host memory");
-    qmatmul_any(y, ldy, x, ldx, W, type, n, rows, cols, scratch, scratch + cols, scratch + cols + 2 * (size_t)nb);
+    qmatmul_any(y, ldy, x, ldx, W, type, n, rows, cols, scratch, scratch + 2 * (size_t)cols,
+                scratch + 2 * (size_t)cols + 2 * (size_t)nb);
     free(scratch);
 }
 
