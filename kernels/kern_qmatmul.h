@@ -11,10 +11,12 @@
  * and is dequantised inside the dot product, never written out: a decode step reads 4.5 to
  * 8.5 bits per weight instead of 32.
  *
- * x stays float32. Per block b of row r the kernels form S = sum_j q_j x_j in float and add
- * d_b S (+ m_b X_b for Q4_1, X_b the block's sum of x) to the row's sum. In exact arithmetic
- * that IS the product with the dequantised weights; in float it differs from any float32
- * evaluation of it only by rounding: with u = 2^-24 and k = cols + 2,
+ * x stays float32. For one token the kernels form, per block b of row r, S = sum_j q_j x_j
+ * in float and add d_b S (+ m_b X_b for Q4_1, X_b the block's sum of x) to the row's sum;
+ * for several tokens the vectorised CPU version unpacks a row once into its dequantised
+ * weights (the same floats as the reference's) and reuses them for every token. In exact
+ * arithmetic both ARE the product with the dequantised weights; in float they differ from
+ * any float32 evaluation of it only by rounding: with u = 2^-24 and k = cols + 2,
  *
  *   |y - x.w| <= gamma_k * sum_j (|d q_j| + |m|) |x_j|,   gamma_k = k u / (1 - k u)
  *

@@ -76,9 +76,22 @@ KERN_INLINE void widen_pair(v16u8 b, v8f *qa, v8f *qb) {
 }
 #endif
 
+/* A block's fp16 scale: the compiler's _Float16 where it has one (one vcvtph2ps in the
+ * x86-64-v3 clone, F16C), else the bit-exact conversion by hand (a dozen integer ops, which
+ * a decode step would pay twice per Q4_1 block). */
+#if defined(__FLT16_MAX__)
+KERN_INLINE float half(const uint8_t *p) {
+    _Float16 h;
+    memcpy(&h, p, 2);
+    return (float)h;
+}
+#else
+#define half kern_half_to_float
+#endif
+
 /* Signed bytes throughout (Q4_1's nibbles are below 16 either way); d times QSCALE. */
 KERN_INLINE void unpack(const uint8_t *blk, const int type, v8f q[4], float *d, float *m) {
-    *d = kern_half_to_float(blk) * QSCALE;
+    *d = half(blk) * QSCALE;
     v16u8 a, b;
     if (type == KERN_Q8_0) {
         memcpy(&a, blk + 2, 16);
@@ -87,7 +100,7 @@ KERN_INLINE void unpack(const uint8_t *blk, const int type, v8f q[4], float *d, 
         v16u8 raw;
         memcpy(&raw, blk + (type == KERN_Q4_1 ? 4 : 2), 16);
         a = raw & 15, b = raw >> 4;
-        if (type == KERN_Q4_1) *m = kern_half_to_float(blk + 2);
+        if (type == KERN_Q4_1) *m = half(blk + 2);
         else a -= 8, b -= 8; /* Q4_0's offset: -8 .. 7 as signed bytes */
     }
     widen_pair(a, &q[0], &q[1]);
@@ -110,14 +123,13 @@ KERN_INLINE float row_dot(const uint8_t *row, const int type, size_t bb, int nb,
     return hsum(acc) + macc;
 }
 
-/* Rows r and r + 1 (qf holding each unpacked as the products d q, exact: at most 8 by 11
- * significant bits), tokens t0 .. t0 + nt - 1 (nt <= 4): each x vector loaded once feeds
- * both rows, each q vector 4 tokens, so 6 loads bring 8 multiply-adds. Q4_1's m times the
- * blocks' sums of x is added after. r1 may be the same row as r0 (an odd last row). */
-KERN_INLINE void rows2_dot(const float *q0, const float *q1, const float *m0, const float *m1, const int type, int nb,
-                           const float *x, int ldx, const float *xsum, const int nt, float *out0, float *out1) {
+/* Rows r and r + 1 (q0, q1: each unpacked as its dequantised weights), tokens t0 ..
+ * t0 + nt - 1 (nt <= 4): each x vector loaded once feeds both rows, each weight vector 4
+ * tokens, so 6 loads bring 8 multiply-adds. r1 may be the same row as r0 (an odd last row). */
+KERN_INLINE void rows2_dot(const float *q0, const float *q1, int cols, const float *x, int ldx, const int nt,
+                           float *out0, float *out1) {
     v8f a[4] = {{0}, {0}, {0}, {0}}, b[4] = {{0}, {0}, {0}, {0}};
-    for (int j = 0; j < nb * KERN_QK; j += 8) {
+    for (int j = 0; j < cols; j += 8) {
         v8f qa = load8(q0 + j), qb = load8(q1 + j);
         for (int t = 0; t < 4; t++)
             if (t < nt) {
@@ -126,34 +138,30 @@ KERN_INLINE void rows2_dot(const float *q0, const float *q1, const float *m0, co
                 b[t] += qb * xv;
             }
     }
-    for (int t = 0; t < nt; t++) {
-        float ma = 0.0f, mb = 0.0f;
-        for (int k = 0; k < nb && type == KERN_Q4_1; k++) {
-            ma += m0[k] * xsum[(size_t)t * nb + k];
-            mb += m1[k] * xsum[(size_t)t * nb + k];
-        }
-        out0[t] = hsum(a[t]) + ma;
-        out1[t] = hsum(b[t]) + mb;
-    }
+    for (int t = 0; t < nt; t++) out0[t] = hsum(a[t]), out1[t] = hsum(b[t]);
 }
 
-/* Row r unpacked into qf (d q per weight) and mb (m per block). */
-KERN_INLINE void unpack_row(const uint8_t *row, const int type, size_t bb, int nb, float *qf, float *mb) {
+/* A row dequantised into w: d q exactly (at most 8 by 11 significant bits; the block's
+ * QSCALE undone by the same power of two), plus m for Q4_1 rounded once: the same floats
+ * as ds_gguf.c's dequantisation, so prefill's sums are of the dequantised weights. */
+KERN_INLINE void unpack_row(const uint8_t *row, const int type, size_t bb, int nb, float *w) {
     for (int b = 0; b < nb; b++) {
         v8f q[4];
         float d, m = 0.0f;
         unpack(row + (size_t)b * bb, type, q, &d, &m);
-        for (int k = 0; k < 4; k++) q[k] *= d;
-        memcpy(qf + (size_t)b * KERN_QK, q, sizeof q);
-        mb[b] = m;
+        for (int k = 0; k < 4; k++) {
+            v8f dq = q[k] * d;
+            if (type == KERN_Q4_1) dq += m;
+            memcpy(w + (size_t)b * KERN_QK + 8 * k, &dq, sizeof dq);
+        }
     }
 }
 
 KERN_INLINE void qmatmul(float *y, int ldy, const float *x, int ldx, const uint8_t *W, const int type, int n, int rows,
-                         int cols, float *qf, float *dm, float *xsum) {
+                         int cols, float *qf, float *xsum) {
     size_t bb = kern_q_block_bytes(type), rb = kern_q_row_bytes(type, cols);
     int nb = cols / KERN_QK;
-    for (int t = 0; t < n && type == KERN_Q4_1; t++) /* X_b: Q4_1's m multiplies a block's sum of x */
+    for (int t = 0; t < n && n == 1 && type == KERN_Q4_1; t++) /* X_b: decode's Q4_1 m times a block's sum of x */
         for (int b = 0; b < nb; b++) {
             const float *xb = x + (size_t)t * ldx + (size_t)b * KERN_QK;
             xsum[(size_t)t * nb + b] = hsum(load8(xb) + load8(xb + 8) + load8(xb + 16) + load8(xb + 24));
@@ -162,20 +170,20 @@ KERN_INLINE void qmatmul(float *y, int ldy, const float *x, int ldx, const uint8
         for (int r = 0; r < rows; r++) y[r] = row_dot(W + (size_t)r * rb, type, bb, nb, x, xsum);
         return;
     }
-    float *qf1 = qf + cols, *dm1 = dm + nb; /* the second row of a pair */
+    float *qf1 = qf + cols; /* the second row of a pair */
     for (int r = 0; r < rows; r += 2) {
         int r1 = r + 1 < rows ? r + 1 : r;
-        unpack_row(W + (size_t)r * rb, type, bb, nb, qf, dm);
-        unpack_row(W + (size_t)r1 * rb, type, bb, nb, qf1, dm1);
+        unpack_row(W + (size_t)r * rb, type, bb, nb, qf);
+        unpack_row(W + (size_t)r1 * rb, type, bb, nb, qf1);
         for (int t = 0; t < n; t += 4) {
             int nt = n - t < 4 ? n - t : 4;
             float o0[4], o1[4];
-            const float *xt = x + (size_t)t * ldx, *st = xsum + (size_t)t * nb;
+            const float *xt = x + (size_t)t * ldx;
             switch (nt) { /* a constant count: the accumulators stay in registers */
-            case 4: rows2_dot(qf, qf1, dm, dm1, type, nb, xt, ldx, st, 4, o0, o1); break;
-            case 3: rows2_dot(qf, qf1, dm, dm1, type, nb, xt, ldx, st, 3, o0, o1); break;
-            case 2: rows2_dot(qf, qf1, dm, dm1, type, nb, xt, ldx, st, 2, o0, o1); break;
-            default: rows2_dot(qf, qf1, dm, dm1, type, nb, xt, ldx, st, 1, o0, o1); break;
+            case 4: rows2_dot(qf, qf1, cols, xt, ldx, 4, o0, o1); break;
+            case 3: rows2_dot(qf, qf1, cols, xt, ldx, 3, o0, o1); break;
+            case 2: rows2_dot(qf, qf1, cols, xt, ldx, 2, o0, o1); break;
+            default: rows2_dot(qf, qf1, cols, xt, ldx, 1, o0, o1); break;
             }
             for (int i = 0; i < nt; i++) y[(size_t)(t + i) * ldy + r] = o0[i], y[(size_t)(t + i) * ldy + r1] = o1[i];
         }
@@ -183,12 +191,12 @@ KERN_INLINE void qmatmul(float *y, int ldy, const float *x, int ldx, const uint8
 }
 
 KERN_CLONES static void qmatmul_any(float *y, int ldy, const float *x, int ldx, const uint8_t *W, int type, int n,
-                                    int rows, int cols, float *qf, float *dm, float *xsum) {
+                                    int rows, int cols, float *qf, float *xsum) {
     /* one copy of the loops per type, so that the type's branches fold away */
     switch (type) {
-    case KERN_Q4_0: qmatmul(y, ldy, x, ldx, W, KERN_Q4_0, n, rows, cols, qf, dm, xsum); break;
-    case KERN_Q4_1: qmatmul(y, ldy, x, ldx, W, KERN_Q4_1, n, rows, cols, qf, dm, xsum); break;
-    default: qmatmul(y, ldy, x, ldx, W, KERN_Q8_0, n, rows, cols, qf, dm, xsum); break;
+    case KERN_Q4_0: qmatmul(y, ldy, x, ldx, W, KERN_Q4_0, n, rows, cols, qf, xsum); break;
+    case KERN_Q4_1: qmatmul(y, ldy, x, ldx, W, KERN_Q4_1, n, rows, cols, qf, xsum); break;
+    default: qmatmul(y, ldy, x, ldx, W, KERN_Q8_0, n, rows, cols, qf, xsum); break;
     }
 }
 
@@ -197,11 +205,10 @@ void kern_qmatmul_forward_cpu(float *y, int ldy, const float *x, int ldx, const 
     kern_q_check_args(type, cols);
     if (n <= 0 || rows <= 0) return;
     int nb = cols / KERN_QK;
-    /* scratch: two unpacked rows (prefill), their m per block, the block sums of x (Q4_1) */
-    float *scratch = malloc((2 * (size_t)cols + 2 * (size_t)nb + (size_t)n * nb + 8) * sizeof(float));
+    /* scratch: two unpacked rows (prefill), the block sums of x (decode, Q4_1) */
+    float *scratch = malloc((2 * (size_t)cols + (size_t)nb + 8) * sizeof(float));
     PL_CHECK(scratch != NULL, "out of host memory");
-    qmatmul_any(y, ldy, x, ldx, W, type, n, rows, cols, scratch, scratch + 2 * (size_t)cols,
-                scratch + 2 * (size_t)cols + 2 * (size_t)nb);
+    qmatmul_any(y, ldy, x, ldx, W, type, n, rows, cols, scratch, scratch + 2 * (size_t)cols);
     free(scratch);
 }
 
