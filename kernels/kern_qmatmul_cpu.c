@@ -38,7 +38,8 @@ KERN_INLINE float hsum(v8f v) { return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] 
  *   integers in the top byte of 8 32-bit lanes, zeros below (pshufb on x86, tbl on ARM), so
  *   the lanes hold q * 2^24 with q's sign, and one conversion makes floats of them; d comes
  *   back as d * 2^-24. Scaling by a power of two is exact, so every product and sum rounds
- *   as it would with q and d themselves;
+ *   as it would with q and d themselves (short of |x| > 1e29, where q 2^24 x would overflow,
+ *   and of products below 2^-126, which stay normal a little longer);
  * - otherwise, widening in steps (bytes -> 16 -> 32-bit lanes -> floats), which GCC also
  *   vectorises; it scalarises a direct __builtin_convertvector of 8 bytes to 8 floats. */
 typedef uint8_t v16u8 __attribute__((vector_size(16)));
