@@ -13,7 +13,7 @@
  *   M.traffic          counted bytes, messages and collectives of the prompt and of a
  *                      decode step, on every rank, against the mode's formula
  *   M.kvcache          KV-cache bytes per rank: the layers / KV heads it owns
- *   M.weights          weight floats per rank: its share of the split
+ *   M.weights          weight bytes per rank: its share of the split, in the stored types
  *   M.errors           an invalid batch and invalid proportions refused by every rank
  *   M.split            an uneven --tensor-split (layer and row): logits, traffic, weights
  * with M = layer, row, tensor. One run per mode serves its cases (the uneven split and the
