@@ -29,6 +29,10 @@ for c in wall cpu; do
             "$(ratio "$(kit quant $c $k)" "$(kit f32 $c $k)")" "$(kit quant $c $k)" "$(kit f32 $c $k)"
     done
 done
+if [ "$model" = - ]; then
+    echo "# llama.cpp not measured: the tiny llama's file lives for one run only (scripts/fetch-model.sh fetches SmolLM2)"
+    exit 0
+fi
 if ! "$PYTHON" -c "import llama_cpp, numpy" >/dev/null 2>&1; then
     echo "# llama.cpp not measured: $PYTHON cannot import llama_cpp and numpy (pip install llama-cpp-python numpy, or PYTHON=...)"
     exit 0

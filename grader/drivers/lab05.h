@@ -39,6 +39,8 @@ extern char g_model_desc[160];
 void kit_open(void);
 const char *kit_path(void);
 void kit_forget_path(void); /* the tiny model's temporary file is removed */
+bool kit_temporary(void);   /* the file is the tiny model's, removed by kit_forget_path */
+extern bool g_keep_file;    /* --run bench: the file stays until the bench has read it */
 void kit_close(void);
 /* Bytes ls_load has delivered on this rank since the last reset. */
 uint64_t kit_loaded(void);

@@ -36,6 +36,7 @@ static const ds_llama_config TINY = {.n_layer = 6, .n_embd = 288, .n_ff = 768, .
 uint64_t kit_loaded(void) { return g_loaded; }
 void kit_reset_loaded(void) { g_loaded = 0; }
 const char *kit_path(void) { return g_path; }
+bool kit_temporary(void) { return g_tmp; }
 
 void kit_forget_path(void) {
     if (g_tmp) unlink(g_path); /* the mapping stays valid */

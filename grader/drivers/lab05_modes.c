@@ -235,11 +235,13 @@ int mode_bench(void) {
         int len = snprintf(ids, sizeof ids, "bench05 prompt_ids");
         for (int i = 0; i < P && len < (int)sizeof ids - 12; i++) len += snprintf(ids + len, sizeof ids - (size_t)len, " %d", prompt[i]);
         drv_say("# the single-device forward on this device, one thread: float32-dequantised vs quantised weights "
-                "(%s)\n%s\nbench05 model %s\nbench05 gen %d\n", g_model_desc, ids, kit_path(), BENCH_GEN);
+                "(%s)\n%s\nbench05 model %s\nbench05 gen %d\n", g_model_desc, ids,
+                kit_temporary() ? "-" : kit_path(), BENCH_GEN); /* "-": the tiny llama's file is about to go */
         bench_weights(true, prompt, P);
         bench_weights(false, prompt, P);
         free(prompt);
     }
+    kit_forget_path();
     return mode_sweep();
 }
 
