@@ -162,12 +162,11 @@ KERN_INLINE void qmatmul(float *y, int ldy, const float *x, int ldx, const uint8
                          int cols, float *qf, float *xsum) {
     size_t bb = kern_q_block_bytes(type), rb = kern_q_row_bytes(type, cols);
     int nb = cols / KERN_QK;
-    for (int t = 0; t < n && n == 1 && type == KERN_Q4_1; t++) /* X_b: decode's Q4_1 m times a block's sum of x */
-        for (int b = 0; b < nb; b++) {
-            const float *xb = x + (size_t)t * ldx + (size_t)b * KERN_QK;
-            xsum[(size_t)t * nb + b] = hsum(load8(xb) + load8(xb + 8) + load8(xb + 16) + load8(xb + 24));
-        }
     if (n == 1) { /* decode: each weight is used once, unpacked where it is used */
+        for (int b = 0; b < nb && type == KERN_Q4_1; b++) { /* X_b: Q4_1's m times a block's sum of x */
+            const float *xb = x + (size_t)b * KERN_QK;
+            xsum[b] = hsum(load8(xb) + load8(xb + 8) + load8(xb + 16) + load8(xb + 24));
+        }
         for (int r = 0; r < rows; r++) y[r] = row_dot(W + (size_t)r * rb, type, bb, nb, x, xsum);
         return;
     }
