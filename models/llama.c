@@ -10,6 +10,7 @@
 
 #include "kern_gather.h"   // defines: kern_gather_rows (embedding lookup, rows for logits)
 #include "kern_gqa.h"      // defines: kern_kv_store, kern_gqa_attention_forward
+#include "kern_qmatmul.h"  // defines: kern_qmatmul_forward, kern_qget_rows, kern_q_row_bytes
 #include "kern_residual.h" // defines: kern_residual_forward
 #include "kern_rmsnorm.h"  // defines: kern_rmsnorm_forward
 #include "kern_rope.h"     // defines: kern_rope_forward
@@ -94,6 +95,26 @@ static llm_split split_or_full(const llm_config *cfg, const llm_split *sp) {
 /* Weights                                                                             */
 /* ================================================================================== */
 
+size_t llm_mat_bytes(int type, int64_t rows, int64_t cols) {
+    if (type == LLM_F32) return (size_t)(rows * cols) * sizeof(float);
+    return (size_t)rows * kern_q_row_bytes(type, cols);
+}
+
+llm_mat llm_mat_rows(llm_mat m, int64_t cols, int64_t row0) {
+    if (m.data) m.data = (char *)m.data + llm_mat_bytes(m.type, row0, cols);
+    return m;
+}
+
+const char *llm_type_name(int type) {
+    switch (type) {
+    case LLM_F32: return "f32";
+    case LLM_Q4_0: return "q4_0";
+    case LLM_Q4_1: return "q4_1";
+    case LLM_Q8_0: return "q8_0";
+    default: return "?";
+    }
+}
+
 void llm_fill_random(pl_tensor dst, const llm_config *cfg, llm_tensor which, int layer, int64_t row0,
                      int64_t col0, uint64_t seed) {
     int64_t rows, cols;
@@ -126,15 +147,17 @@ static void shard_shape(const llm_config *cfg, const llm_split *sp, llm_tensor w
     }
 }
 
-static float **layer_slot(llm_layer_weights *lw, llm_tensor which) {
-    float **slots[LLM_N_LAYER_TENSORS] = {&lw->attn_norm, &lw->wq,     &lw->wk,   &lw->wv,    &lw->wo,
-                                          &lw->ffn_norm,  &lw->w_gate, &lw->w_up, &lw->w_down};
-    return slots[which];
+/* A layer's tensors as matrices: the norms are float32 vectors of one row. */
+static llm_mat layer_get(const llm_layer_weights *lw, llm_tensor which) {
+    const llm_mat m[LLM_N_LAYER_TENSORS] = {{lw->attn_norm, LLM_F32}, lw->wq, lw->wk, lw->wv, lw->wo,
+                                            {lw->ffn_norm, LLM_F32}, lw->w_gate, lw->w_up, lw->w_down};
+    return m[which];
 }
-static const float *layer_tensor(const llm_layer_weights *lw, llm_tensor which) {
-    const float *t[LLM_N_LAYER_TENSORS] = {lw->attn_norm, lw->wq,     lw->wk,   lw->wv,    lw->wo,
-                                           lw->ffn_norm,  lw->w_gate, lw->w_up, lw->w_down};
-    return t[which];
+static void layer_set(llm_layer_weights *lw, llm_tensor which, llm_mat m) {
+    llm_mat *slot[LLM_N_LAYER_TENSORS] = {NULL, &lw->wq, &lw->wk, &lw->wv, &lw->wo, NULL, &lw->w_gate, &lw->w_up, &lw->w_down};
+    if (which == LLM_ATTN_NORM) lw->attn_norm = m.data;
+    else if (which == LLM_FFN_NORM) lw->ffn_norm = m.data;
+    else *slot[which] = m;
 }
 
 void llm_layer_weights_random(llm_layer_weights *lw, const llm_config *cfg, const llm_split *sp, int layer,
@@ -145,7 +168,7 @@ void llm_layer_weights_random(llm_layer_weights *lw, const llm_config *cfg, cons
         shard_shape(cfg, &s, (llm_tensor)t, &rows, &cols, &r0, &c0);
         float *p = pl_malloc_floats((size_t)(rows * cols));
         llm_fill_random(pl_tensor_view(p, rows, cols), cfg, (llm_tensor)t, layer, r0, c0, seed);
-        *layer_slot(lw, (llm_tensor)t) = p;
+        layer_set(lw, (llm_tensor)t, (llm_mat){p, LLM_F32});
     }
 }
 
@@ -156,23 +179,27 @@ void llm_layer_weights_shard(llm_layer_weights *dst, const llm_layer_weights *sr
         int64_t rows, cols, r0, c0, whole_rows, whole_cols;
         shard_shape(cfg, &s, (llm_tensor)t, &rows, &cols, &r0, &c0);
         llm_tensor_shape(cfg, (llm_tensor)t, &whole_rows, &whole_cols);
-        float *p = pl_malloc_floats((size_t)(rows * cols));
-        const float *from = layer_tensor(src, (llm_tensor)t) + r0 * whole_cols + c0;
+        llm_mat from = layer_get(src, (llm_tensor)t);
+        PL_CHECK(from.type == LLM_F32 || (c0 % LLM_QK == 0 && cols % LLM_QK == 0),
+                 "llm_layer_weights_shard: a column cut inside a block of 32 quantised weights");
+        size_t row_bytes = llm_mat_bytes(from.type, 1, cols), whole_row = llm_mat_bytes(from.type, 1, whole_cols);
+        size_t skip = llm_mat_bytes(from.type, 1, c0);
+        char *p = pl_malloc(row_bytes * (size_t)rows);
+        const char *at = (const char *)llm_mat_rows(from, whole_cols, r0).data + skip;
         if (cols == whole_cols) /* a block of rows is contiguous */
-            pl_copy(p, from, (size_t)(rows * cols) * sizeof(float), NULL);
+            pl_copy(p, at, row_bytes * (size_t)rows, NULL);
         else
-            for (int64_t r = 0; r < rows; r++)
-                pl_copy(p + r * cols, from + r * whole_cols, (size_t)cols * sizeof(float), NULL);
-        *layer_slot(dst, (llm_tensor)t) = p;
+            for (int64_t r = 0; r < rows; r++) pl_copy(p + r * row_bytes, at + r * whole_row, row_bytes, NULL);
+        layer_set(dst, (llm_tensor)t, (llm_mat){p, from.type});
     }
     pl_stream_sync(NULL);
 }
 
 void llm_layer_weights_free(llm_layer_weights *lw) {
     for (int t = 0; t < LLM_N_LAYER_TENSORS; t++) {
-        float **p = layer_slot(lw, (llm_tensor)t);
-        if (*p) pl_free(*p);
-        *p = NULL;
+        llm_mat m = layer_get(lw, (llm_tensor)t);
+        if (m.data) pl_free(m.data);
+        layer_set(lw, (llm_tensor)t, (llm_mat){NULL, LLM_F32});
     }
 }
 
@@ -183,27 +210,43 @@ void llm_weights_random(llm_weights *w, const llm_config *cfg, uint64_t seed) {
     PL_CHECK(w->layers != NULL, "out of host memory");
     for (int l = 0; l < cfg->n_layer; l++) llm_layer_weights_random(&w->layers[l], cfg, NULL, l, seed);
     llm_tensor g[3] = {LLM_TOKEN_EMBD, LLM_OUTPUT_NORM, LLM_OUTPUT};
-    float **slot[3] = {&w->token_embd, &w->output_norm, &w->output};
+    float *made[3] = {NULL, NULL, NULL};
     for (int i = 0; i < 3; i++) {
-        if (g[i] == LLM_OUTPUT && cfg->tied_output) {
-            w->output = w->token_embd;
-            continue;
-        }
+        if (g[i] == LLM_OUTPUT && cfg->tied_output) continue;
         int64_t rows, cols;
         llm_tensor_shape(cfg, g[i], &rows, &cols);
-        *slot[i] = pl_malloc_floats((size_t)(rows * cols));
-        llm_fill_random(pl_tensor_view(*slot[i], rows, cols), cfg, g[i], -1, 0, 0, seed);
+        made[i] = pl_malloc_floats((size_t)(rows * cols));
+        llm_fill_random(pl_tensor_view(made[i], rows, cols), cfg, g[i], -1, 0, 0, seed);
     }
+    w->token_embd = (llm_mat){made[0], LLM_F32};
+    w->output_norm = made[1];
+    w->output = cfg->tied_output ? w->token_embd : (llm_mat){made[2], LLM_F32};
 }
 
 void llm_weights_free(llm_weights *w, const llm_config *cfg) {
     if (w->layers)
         for (int l = 0; l < cfg->n_layer; l++) llm_layer_weights_free(&w->layers[l]);
     free(w->layers);
-    if (w->output && w->output != w->token_embd) pl_free(w->output);
-    if (w->token_embd) pl_free(w->token_embd);
+    if (w->output.data && w->output.data != w->token_embd.data) pl_free(w->output.data);
+    if (w->token_embd.data) pl_free(w->token_embd.data);
     if (w->output_norm) pl_free(w->output_norm);
     memset(w, 0, sizeof *w);
+}
+
+size_t llm_weights_bytes(const llm_weights *w, const llm_config *cfg) {
+    size_t b = 0;
+    int64_t rows, cols;
+    for (int l = 0; w->layers && l < cfg->n_layer; l++)
+        for (int t = 0; t < LLM_N_LAYER_TENSORS; t++) {
+            llm_mat m = layer_get(&w->layers[l], (llm_tensor)t);
+            llm_tensor_shape(cfg, (llm_tensor)t, &rows, &cols);
+            if (m.data) b += llm_mat_bytes(m.type, rows, cols);
+        }
+    llm_tensor_shape(cfg, LLM_TOKEN_EMBD, &rows, &cols);
+    if (w->token_embd.data) b += llm_mat_bytes(w->token_embd.type, rows, cols);
+    if (w->output.data && w->output.data != w->token_embd.data) b += llm_mat_bytes(w->output.type, rows, cols);
+    if (w->output_norm) b += (size_t)cols * sizeof(float);
+    return b;
 }
 
 /* ================================================================================== */
@@ -365,24 +408,28 @@ int llm_batch_prepare(llm_workspace *ws, llm_kv_cache *cache, const llm_config *
 /* The forward, in pieces                                                              */
 /* ================================================================================== */
 
-void llm_linear(float *y, int ldy, const float *x, int ldx, pl_tensor W, int n_tokens, pl_stream *s) {
-    pl_gemm(false, true, n_tokens, (int)W.rows, (int)W.cols, 1.0f, x, ldx, W.data, (int)W.ld, 0.0f, y, ldy, s);
+void llm_linear(float *y, int ldy, const float *x, int ldx, llm_mat W, int rows, int cols, int n_tokens,
+                pl_stream *s) {
+    if (W.type == LLM_F32)
+        pl_gemm(false, true, n_tokens, rows, cols, 1.0f, x, ldx, (const float *)W.data, cols, 0.0f, y, ldy, s);
+    else kern_qmatmul_forward(y, ldy, x, ldx, W.data, W.type, n_tokens, rows, cols, s);
 }
 
 /* One projection: the split's hook, or the rank's whole weight W [n_out, n_in]. */
-static void project(const llm_split *sp, llm_tensor which, int layer, const float *W, float *y, const float *x,
+static void project(const llm_split *sp, llm_tensor which, int layer, llm_mat W, float *y, const float *x,
                     int n_tokens, int n_out, int n_in, pl_stream *s) {
     if (sp->linear) {
         sp->linear(sp, which, layer, W, y, x, n_tokens, n_out, n_in, s);
         return;
     }
-    PL_CHECK(W != NULL, "a projection without a weight (and no linear hook in the split)");
-    llm_linear(y, n_out, x, n_in, pl_tensor_view((float *)W, n_out, n_in), n_tokens, s);
+    PL_CHECK(W.data != NULL, "a projection without a weight (and no linear hook in the split)");
+    llm_linear(y, n_out, x, n_in, W, n_out, n_in, n_tokens, s);
 }
 
 void llm_embed(const llm_config *cfg, const llm_weights *w, llm_workspace *ws, float *x, pl_stream *s) {
-    PL_CHECK(w->token_embd != NULL, "llm_embed on a rank without the token embedding");
-    kern_gather_rows(x, w->token_embd, ws->tokens, ws->n_tokens, cfg->n_embd, s);
+    PL_CHECK(w->token_embd.data != NULL, "llm_embed on a rank without the token embedding");
+    if (w->token_embd.type == LLM_F32) kern_gather_rows(x, w->token_embd.data, ws->tokens, ws->n_tokens, cfg->n_embd, s);
+    else kern_qget_rows(x, w->token_embd.data, w->token_embd.type, ws->tokens, ws->n_tokens, cfg->n_embd, s);
 }
 
 void llm_attention(const llm_config *cfg, const llm_layer_weights *lw, int layer, const llm_split *sp,
@@ -444,8 +491,8 @@ int llm_head(const llm_config *cfg, const llm_weights *w, const llm_split *sp, l
     }
     if (sp && sp->linear) sp->linear(sp, LLM_OUTPUT, -1, w->output, logits, ws->xo, rows, cfg->n_vocab, C, s);
     else {
-        PL_CHECK(w->output != NULL, "llm_head on a rank without the output matrix");
-        llm_linear(logits, cfg->n_vocab, ws->xo, C, pl_tensor_view(w->output, cfg->n_vocab, C), rows, s);
+        PL_CHECK(w->output.data != NULL, "llm_head on a rank without the output matrix");
+        llm_linear(logits, cfg->n_vocab, ws->xo, C, w->output, cfg->n_vocab, C, rows, s);
     }
     return rows;
 }

@@ -13,9 +13,12 @@
  *   x = x + (silu(xn Wgate^T) * (xn Wup^T)) Wdown^T
  * then logits = rmsnorm(x) * output_norm  Woutput^T, and x starts as the token embeddings.
  *
- * Weights are float32 device tensors stored [out, in] row-major (PyTorch's nn.Linear, and
- * GGUF's ne = {in, out}): y = x W^T is pl_gemm(false, true, ...), and a block of output
- * features is a block of contiguous rows. Docs: docs/models.md.
+ * Weight matrices are device tensors stored [out, in] row-major (PyTorch's nn.Linear, and
+ * GGUF's ne = {in, out}), each in its own type (llm_mat): float32, where y = x W^T is
+ * pl_gemm(false, true, ...), or GGUF's Q4_0 / Q4_1 / Q8_0 blocks of 32 weights along a row,
+ * where it is kern_qmatmul_forward (kernels/kern_qmatmul.h), the weights dequantised inside
+ * the dot product. Either way a block of output features is a block of contiguous rows.
+ * The norms are float32 vectors. Docs: docs/models.md.
  *
  * The three ways Lab 5 spreads the model over ranks reuse these functions:
  *   layer split  a rank runs llm_layer_forward for its layers (llm_embed on the first,
@@ -33,8 +36,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pl_device.h" // defines: pl_stream, pl_gemm
-#include "pl_tensor.h" // defines: pl_tensor (weight views)
+#include "kern_qmatmul.h" // defines: KERN_Q4_0, KERN_Q4_1, KERN_Q8_0, KERN_QK
+#include "pl_device.h"    // defines: pl_stream, pl_gemm
+#include "pl_tensor.h"    // defines: pl_tensor (weight views)
 
 #ifdef __cplusplus
 extern "C" {
@@ -81,12 +85,29 @@ void llm_tensor_shape(const llm_config *cfg, llm_tensor which, int64_t *rows, in
 /* llama.cpp's name for it ("blk.3.attn_q.weight", "token_embd.weight"), into buf. */
 const char *llm_tensor_gguf_name(llm_tensor which, int layer, char *buf, size_t len);
 
+/* ---- a weight matrix in its stored type ------------------------------------------------- */
+enum { LLM_F32 = 0, LLM_Q4_0 = KERN_Q4_0, LLM_Q4_1 = KERN_Q4_1, LLM_Q8_0 = KERN_Q8_0 };
+#define LLM_QK KERN_QK /* weights per block of the quantised types, along a row */
+
+typedef struct {
+    void *data; /* device: rows x cols floats (LLM_F32), or rows of cols / 32 blocks; NULL: absent */
+    int type;   /* LLM_F32, LLM_Q4_0, LLM_Q4_1, LLM_Q8_0                                          */
+} llm_mat;
+
+/* Bytes of a rows x cols matrix of `type` (cols a multiple of LLM_QK for a quantised type);
+ * 0 for an unknown type. */
+size_t llm_mat_bytes(int type, int64_t rows, int64_t cols);
+/* Rows row0 .. of m (a matrix of cols columns): the same type, its data moved on. */
+llm_mat llm_mat_rows(llm_mat m, int64_t cols, int64_t row0);
+/* "f32", "q4_0", "q4_1", "q8_0" */
+const char *llm_type_name(int type);
+
 /* ---- how a rank takes part in a layer ------------------------------------------------------ */
 typedef struct llm_split llm_split;
 /* y[n_tokens, n_out] = x[n_tokens, n_in] W^T for matrix `which` of `layer` (-1 for
- * LLM_OUTPUT); W is the rank's weight from its llm_layer_weights / llm_weights (NULL if
- * the rank keeps that matrix elsewhere, e.g. in ctx). */
-typedef void (*llm_linear_fn)(const llm_split *sp, llm_tensor which, int layer, const float *W,
+ * LLM_OUTPUT); W is the rank's weight from its llm_layer_weights / llm_weights (W.data NULL
+ * if the rank keeps that matrix elsewhere, e.g. in ctx). */
+typedef void (*llm_linear_fn)(const llm_split *sp, llm_tensor which, int layer, llm_mat W,
                               float *y, const float *x, int n_tokens, int n_out, int n_in,
                               pl_stream *s);
 /* The partial sums y[count] of a layer's attention output projection or of its FFN down
@@ -120,14 +141,15 @@ int llm_split_kv_heads(const llm_config *cfg, const llm_split *sp, int *kv0);
  *   w_down  [C, n_ff_r]           the matching columns
  *   attn_norm, ffn_norm [C]       whole */
 typedef struct {
-    float *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *w_gate, *w_up, *w_down;
+    float *attn_norm, *ffn_norm;
+    llm_mat wq, wk, wv, wo, w_gate, w_up, w_down;
 } llm_layer_weights;
 
 typedef struct {
     llm_layer_weights *layers; /* [n_layer] host array; layers a rank does not hold are NULL */
-    float *token_embd;         /* [V, C]                                                      */
+    llm_mat token_embd;        /* [V, C]                                                      */
     float *output_norm;        /* [C]                                                         */
-    float *output;             /* [V, C]; equals token_embd when the config ties them         */
+    llm_mat output;            /* [V, C]; the same data as token_embd when the config ties them */
 } llm_weights;
 
 /* Block [row0, row0 + dst.rows) x [col0, col0 + dst.cols) of the random master tensor
@@ -139,22 +161,30 @@ void llm_fill_random(pl_tensor dst, const llm_config *cfg, llm_tensor which, int
 /* Allocate and fill one layer's weights as the rank of split sp holds them (NULL: whole). */
 void llm_layer_weights_random(llm_layer_weights *lw, const llm_config *cfg, const llm_split *sp,
                               int layer, uint64_t seed);
-/* Allocate dst and copy into it the shards of split sp from a whole layer src. */
+/* Allocate dst and copy into it the shards of split sp from a whole layer src, in its types
+ * (a quantised matrix cut by columns: at multiples of 32, or a fatal error). */
 void llm_layer_weights_shard(llm_layer_weights *dst, const llm_layer_weights *src, const llm_config *cfg,
                              const llm_split *sp);
 void llm_layer_weights_free(llm_layer_weights *lw);
 /* The whole model from the counter RNG (output tied to the embedding when cfg says so). */
 void llm_weights_random(llm_weights *w, const llm_config *cfg, uint64_t seed);
 /* Read a GGUF llama (general.architecture "llama"): its config into *cfg, and every tensor
- * dequantised to float32 into device memory (models/llama_gguf.c). 0, or -1 with one line
- * in err (file, format, shape or type problem); nothing is left allocated on failure. */
+ * into device memory (models/llama_gguf.c): Q4_0, Q4_1 and Q8_0 matrices in their blocks,
+ * F16 and F32 ones as float32. 0, or -1 with one line in err (file, format, shape or type
+ * problem); nothing is left allocated on failure. */
 int llm_load_gguf(const char *path, llm_config *cfg, llm_weights *w, char *err, size_t errlen);
+/* The same with every matrix dequantised to float32: the forward the quantised one is
+ * compared with (the weights' values are the same; only the products' rounding differs). */
+int llm_load_gguf_f32(const char *path, llm_config *cfg, llm_weights *w, char *err, size_t errlen);
 /* The same for a rank that holds only layers [layer0, layer0 + n_layers), the token
  * embedding when embd, the output norm and matrix when head (layer split: the first rank
  * embeds, the last has the head; a tied head gets its own copy of the embedding when the
- * rank does not embed). n_layers -1: through the last layer. Everything else stays NULL. */
+ * rank does not embed). n_layers -1: through the last layer. Everything else stays NULL.
+ * f32: every matrix dequantised to float32. */
 int llm_load_gguf_part(const char *path, llm_config *cfg, llm_weights *w, int layer0, int n_layers, bool embd,
-                       bool head, char *err, size_t errlen);
+                       bool head, bool f32, char *err, size_t errlen);
+/* Device bytes of the weights present (the tied output counted once). */
+size_t llm_weights_bytes(const llm_weights *w, const llm_config *cfg);
 /* Frees every tensor present and the layer array (the tied output once). */
 void llm_weights_free(llm_weights *w, const llm_config *cfg);
 
@@ -217,9 +247,11 @@ int llm_batch_prepare(llm_workspace *ws, llm_kv_cache *cache, const llm_config *
                       const int *seq_ids, const int *positions, int n_tokens, int logits_mode);
 
 /* ---- the pieces of the forward (after llm_batch_prepare; device pointers) ---------------- */
-/* y[n, :W.rows] = x[n, :W.cols] W^T for a weight view W (rows of a block of output
- * features and its leading dimension); ldy, ldx the row strides of y and x. */
-void llm_linear(float *y, int ldy, const float *x, int ldx, pl_tensor W, int n_tokens, pl_stream *s);
+/* y[n, :rows] = x[n, :cols] W^T for a weight W [rows, cols] (a block of output features:
+ * llm_mat_rows); ldy, ldx the row strides of y and x. pl_gemm for float32, kern_qmatmul for
+ * the quantised types. */
+void llm_linear(float *y, int ldy, const float *x, int ldx, llm_mat W, int rows, int cols, int n_tokens,
+                pl_stream *s);
 /* x[n, C] = the batch's token embeddings. */
 void llm_embed(const llm_config *cfg, const llm_weights *w, llm_workspace *ws, float *x, pl_stream *s);
 /* y[n, C] = the attention of the split's heads on xn[n, C] (normalised), through the

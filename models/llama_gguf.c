@@ -1,6 +1,8 @@
-/* llama_gguf.c - llm_load_gguf: a GGUF llama's config and every tensor, dequantised to
- * float32 on the host by datasets/ds_gguf and uploaded to the device. Kept apart from
- * llama.c so that programs that only use the forward do not link the GGUF reader. */
+/* llama_gguf.c - llm_load_gguf: a GGUF llama's config and every tensor, uploaded to the
+ * device as the file stores it (Q4_0, Q4_1, Q8_0 blocks: kern_qmatmul multiplies them) or
+ * dequantised to float32 on the host by datasets/ds_gguf (F16, F32; every tensor for
+ * llm_load_gguf_f32). Kept apart from llama.c so that programs that only use the forward
+ * do not link the GGUF reader. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,10 +10,11 @@
 #include "ds_gguf.h" // defines: ds_gguf_open, ds_llama_config_read, ds_gguf_dequantize
 #include "llama.h"
 
-/* Dequantise tensor `which` of `layer` into a new device tensor *out; *host is a reused
- * host buffer of *cap floats. 0, or -1 with err set. */
-static int load_tensor(const ds_gguf *g, const llm_config *cfg, llm_tensor which, int layer, float **host,
-                       size_t *cap, float **out, char *err, size_t errlen) {
+/* Tensor `which` of `layer` into a new device matrix *out, in its stored type when the
+ * kernels take it and f32 is false, else dequantised; *host is a reused host buffer of *cap
+ * floats. 0, or -1 with err set. */
+static int load_tensor(const ds_gguf *g, const llm_config *cfg, llm_tensor which, int layer, bool f32, float **host,
+                       size_t *cap, llm_mat *out, char *err, size_t errlen) {
     char name[96];
     llm_tensor_gguf_name(which, layer, name, sizeof name);
     const ds_gguf_tensor *t = ds_gguf_find_tensor(g, name);
@@ -28,6 +31,13 @@ static int load_tensor(const ds_gguf *g, const llm_config *cfg, llm_tensor which
         return -1;
     }
     size_t n = (size_t)(rows * cols);
+    bool keep = !f32 && (t->type == DS_GGML_Q4_0 || t->type == DS_GGML_Q4_1 || t->type == DS_GGML_Q8_0);
+    if (keep) { /* the blocks as they are: the file's rows are ours */
+        out->type = (int)t->type;
+        out->data = pl_malloc(t->nbytes);
+        pl_upload(out->data, t->data, t->nbytes);
+        return 0;
+    }
     if (n > *cap) {
         float *bigger = realloc(*host, n * sizeof(float));
         if (!bigger) {
@@ -38,8 +48,9 @@ static int load_tensor(const ds_gguf *g, const llm_config *cfg, llm_tensor which
         *cap = n;
     }
     if (ds_gguf_dequantize(t, 0, rows, *host, err, errlen)) return -1;
-    *out = pl_malloc_floats(n);
-    pl_upload(*out, *host, n * sizeof(float));
+    out->type = LLM_F32;
+    out->data = pl_malloc_floats(n);
+    pl_upload(out->data, *host, n * sizeof(float));
     return 0;
 }
 
@@ -63,7 +74,7 @@ static int check_supported(const ds_gguf *g, int head_dim, char *err, size_t err
 }
 
 int llm_load_gguf_part(const char *path, llm_config *cfg, llm_weights *w, int layer0, int n_layers, bool embd,
-                       bool head, char *err, size_t errlen) {
+                       bool head, bool f32, char *err, size_t errlen) {
     memset(w, 0, sizeof *w);
     ds_gguf *g = ds_gguf_open(path, err, errlen);
     if (!g) return -1;
@@ -98,18 +109,23 @@ int llm_load_gguf_part(const char *path, llm_config *cfg, llm_weights *w, int la
     }
     for (int l = layer0; l < layer0 + n_layers && !rc; l++) {
         llm_layer_weights *lw = &w->layers[l];
-        float **slot[LLM_N_LAYER_TENSORS] = {&lw->attn_norm, &lw->wq,     &lw->wk,   &lw->wv,    &lw->wo,
-                                             &lw->ffn_norm,  &lw->w_gate, &lw->w_up, &lw->w_down};
+        llm_mat norm[2] = {{NULL, LLM_F32}, {NULL, LLM_F32}};
+        llm_mat *slot[LLM_N_LAYER_TENSORS] = {&norm[0], &lw->wq,     &lw->wk,   &lw->wv,    &lw->wo,
+                                              &norm[1], &lw->w_gate, &lw->w_up, &lw->w_down};
         for (int t = 0; t < LLM_N_LAYER_TENSORS && !rc; t++)
-            rc = load_tensor(g, &c, (llm_tensor)t, l, &host, &cap, slot[t], err, errlen);
+            rc = load_tensor(g, &c, (llm_tensor)t, l, f32 || t == LLM_ATTN_NORM || t == LLM_FFN_NORM, &host, &cap,
+                             slot[t], err, errlen);
+        lw->attn_norm = norm[0].data, lw->ffn_norm = norm[1].data;
     }
-    if (!rc && embd) rc = load_tensor(g, &c, LLM_TOKEN_EMBD, -1, &host, &cap, &w->token_embd, err, errlen);
-    if (!rc && head) rc = load_tensor(g, &c, LLM_OUTPUT_NORM, -1, &host, &cap, &w->output_norm, err, errlen);
+    if (!rc && embd) rc = load_tensor(g, &c, LLM_TOKEN_EMBD, -1, f32, &host, &cap, &w->token_embd, err, errlen);
+    llm_mat onorm = {NULL, LLM_F32};
+    if (!rc && head) rc = load_tensor(g, &c, LLM_OUTPUT_NORM, -1, true, &host, &cap, &onorm, err, errlen);
+    w->output_norm = onorm.data;
     if (!rc && head) {
         /* tied: the head's matrix is the embedding, loaded once when the rank has both */
         if (c.tied_output && embd) w->output = w->token_embd;
-        else if (c.tied_output) rc = load_tensor(g, &c, LLM_TOKEN_EMBD, -1, &host, &cap, &w->output, err, errlen);
-        else rc = load_tensor(g, &c, LLM_OUTPUT, -1, &host, &cap, &w->output, err, errlen);
+        else if (c.tied_output) rc = load_tensor(g, &c, LLM_TOKEN_EMBD, -1, f32, &host, &cap, &w->output, err, errlen);
+        else rc = load_tensor(g, &c, LLM_OUTPUT, -1, f32, &host, &cap, &w->output, err, errlen);
     }
     free(host);
     ds_gguf_close(g);
@@ -122,5 +138,9 @@ int llm_load_gguf_part(const char *path, llm_config *cfg, llm_weights *w, int la
 }
 
 int llm_load_gguf(const char *path, llm_config *cfg, llm_weights *w, char *err, size_t errlen) {
-    return llm_load_gguf_part(path, cfg, w, 0, -1, true, true, err, errlen);
+    return llm_load_gguf_part(path, cfg, w, 0, -1, true, true, false, err, errlen);
+}
+
+int llm_load_gguf_f32(const char *path, llm_config *cfg, llm_weights *w, char *err, size_t errlen) {
+    return llm_load_gguf_part(path, cfg, w, 0, -1, true, true, true, err, errlen);
 }

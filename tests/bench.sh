@@ -78,11 +78,12 @@ done
 echo "# Lab 4: pipeline step per schedule vs one rank doing the same work; bubble: theory, measured idle,"
 echo "#  and the recorded step replayed on dgx-h100 (pred_*); ranks beyond the cores are oversubscribed"
 $MAKE --no-print-directory lab-4 RUN=bench SOLUTION=1 2>&1 | grep '^bench04'
-echo "# Lab 5: tokens/s per split mode and batch, prefill and decode: measured here, and predicted for"
+echo "# Lab 5: one rank, float32 vs quantised weights vs llama.cpp (ratio lines, wall clock and CPU time); then"
+echo "#  tokens/s per split mode and batch, prefill and decode: measured here, and predicted for"
 echo "#  dgx-h100 and pcie-4gpu (columns: measured, dgx-h100, pcie-4gpu); winner = the fastest mode"
 if [ -f "${GGUF:-datasets/cache/SmolLM2-135M-Instruct.Q4_1.gguf}" ]; then l5args=; else
     echo "#  (SmolLM2 not fetched: the tiny llama; scripts/fetch-model.sh for the real model)"; l5args="--model tiny"; fi
-$MAKE --no-print-directory lab-5 RUN=bench SOLUTION=1 ARGS="$l5args" 2>&1 | grep -E '^(sweep|winner)'
+$MAKE --no-print-directory lab-5 RUN=bench SOLUTION=1 ARGS="$l5args" 2>&1 | grep -E '^(ratio|# llama|sweep|winner)'
 echo "# Lab 8: Table 1 of the Megatron-LM paper predicted on dgx-a100 at its published configurations (predicted /"
 echo "#  published TFLOP/s per GPU, target 0.8 - 1.25), then the tiny GPT's step measured here beside the planner's"
 echo "#  this-machine prediction"

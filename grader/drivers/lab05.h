@@ -39,9 +39,14 @@ extern char g_model_desc[160];
 void kit_open(void);
 const char *kit_path(void);
 void kit_forget_path(void); /* the tiny model's temporary file is removed */
+bool kit_temporary(void);   /* the file is the tiny model's, removed by kit_forget_path */
+extern bool g_keep_file;    /* --run bench: the file stays until the bench has read it */
 void kit_close(void);
-/* Floats ls_load has delivered on this rank since the last reset. */
+/* Bytes ls_load has delivered on this rank since the last reset. */
 uint64_t kit_loaded(void);
+/* The type a tensor is held in (ls_type): the file's Q4_0/Q4_1/Q8_0 for a matrix stored so,
+ * else LLM_F32; -1 for no such tensor. */
+int kit_type(llm_tensor which, int layer);
 void kit_reset_loaded(void);
 /* Text -> token ids (malloc'd, *n of them); chat: wrapped in the model's chat template
  * when its vocabulary has one. Decoding into out (NUL-terminated). */
@@ -57,9 +62,12 @@ void rl_rows(const float *cuts, int n, int r, int64_t nrows, int64_t *a, int64_t
 /* Rank r's query heads and FFN features of a tensor split over n; false when n > heads. */
 bool rl_heads(const llm_config *c, int n, int r, int *h0, int *nh, int *f0, int *nf);
 int rl_output_rank(ls_mode mode, const float *cuts);
-/* What rank r must hold: KV-cache bytes per position (n_seq sequences) and weight floats. */
+/* What rank r must hold: KV-cache bytes per position (n_seq sequences) and weight bytes
+ * (each block in its stored type, or 4 bytes a weight where a column cut falls inside a
+ * quantised block: rl_block_bytes). */
 double rl_kv_bytes_per_pos(ls_mode mode, const float *cuts, int r, int n_seq);
-double rl_weight_floats(ls_mode mode, const float *cuts, int r);
+double rl_weight_bytes(ls_mode mode, const float *cuts, int r);
+double rl_block_bytes(llm_tensor which, int layer, int64_t nrows, int64_t col0, int64_t ncols);
 /* What rank r must send in one forward of n_tok tokens of n_seqs sequences with n_out
  * logits rows: p2p bytes and messages, collective calls by kind and their S. */
 typedef struct {
@@ -116,6 +124,7 @@ void sessions_free(void);
 /* ---- modes (lab05_modes.c) --------------------------------------------------------------- */
 int mode_chat(void);
 int mode_sweep(void);
+int mode_bench(void); /* one rank: float32 vs quantised weights (then the sweep) */
 /* Greedy argmax of a host row of n_vocab logits. */
 int argmax_row(const float *row, int n);
 

@@ -5,8 +5,8 @@
  * scripts/fetch-model.sh puts it; --gguf FILE wins); --model tiny writes the project's tiny
  * llama (datasets/ds_gguf_write.c) to a temporary file of each rank's own, maps it and
  * removes it once the reference forward has read it. Either way every rank maps the file
- * and ls_load dequantises just the block a rank asks for, counting the floats: what a rank
- * holds is what it loaded.
+ * and ls_load copies just the block a rank asks for, in its stored blocks or dequantised,
+ * counting the bytes: what a rank holds is what it loaded.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -36,6 +36,7 @@ static const ds_llama_config TINY = {.n_layer = 6, .n_embd = 288, .n_ff = 768, .
 uint64_t kit_loaded(void) { return g_loaded; }
 void kit_reset_loaded(void) { g_loaded = 0; }
 const char *kit_path(void) { return g_path; }
+bool kit_temporary(void) { return g_tmp; }
 
 void kit_forget_path(void) {
     if (g_tmp) unlink(g_path); /* the mapping stays valid */
@@ -113,24 +114,68 @@ static int refuse(const char *name, const char *fmt, ...) {
     return -1;
 }
 
-int ls_load(llm_tensor which, int layer, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols, float *dst) {
-    if ((int)which < 0 || which >= LLM_N_TENSORS) return refuse("?", "no tensor number %d", (int)which);
+/* The file's tensor behind `which` of `layer` (the tied output reads token_embd), or NULL
+ * with a line on stderr (and *name filled) when there is no such tensor. */
+static const ds_gguf_tensor *kit_tensor(llm_tensor which, int layer, char *name, size_t len, bool say) {
+    if ((int)which < 0 || which >= LLM_N_TENSORS) {
+        snprintf(name, len, "?");
+        if (say) refuse(name, "no tensor number %d", (int)which);
+        return NULL;
+    }
     bool per_layer = which < LLM_N_LAYER_TENSORS;
+    llm_tensor_gguf_name(which == LLM_OUTPUT && g_cfg.tied_output ? LLM_TOKEN_EMBD : which, layer, name, len);
+    if (per_layer ? layer < 0 || layer >= g_cfg.n_layer : layer != -1) {
+        if (say) refuse(name, "layer %d: layer tensors take 0 .. %d, the global ones -1", layer, g_cfg.n_layer - 1);
+        return NULL;
+    }
+    const ds_gguf_tensor *t = ds_gguf_find_tensor(g_file, name);
+    PL_CHECK(t != NULL, "the model lost a tensor");
+    return t;
+}
+
+int kit_type(llm_tensor which, int layer) {
     char name[96];
-    llm_tensor_gguf_name(which == LLM_OUTPUT && g_cfg.tied_output ? LLM_TOKEN_EMBD : which, layer, name, sizeof name);
-    if (per_layer ? layer < 0 || layer >= g_cfg.n_layer : layer != -1)
-        return refuse(name, "layer %d: layer tensors take 0 .. %d, the global ones -1", layer, g_cfg.n_layer - 1);
+    const ds_gguf_tensor *t = kit_tensor(which, layer, name, sizeof name, false);
+    if (!t) return -1;
+    bool quant = t->type == DS_GGML_Q4_0 || t->type == DS_GGML_Q4_1 || t->type == DS_GGML_Q8_0;
+    return quant && t->nrows > 1 ? (int)t->type : LLM_F32;
+}
+
+int ls_type(llm_tensor which, int layer) { return kit_type(which, layer); }
+
+int ls_load(llm_tensor which, int layer, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols, int type,
+            void *dst) {
+    char name[96];
+    const ds_gguf_tensor *t = kit_tensor(which, layer, name, sizeof name, true);
+    if (!t) return -1;
     int64_t rows, cols;
     llm_tensor_shape(&g_cfg, which, &rows, &cols);
     if (row0 < 0 || nrows < 0 || row0 > rows || nrows > rows - row0 || col0 < 0 || ncols < 0 || col0 > cols ||
         ncols > cols - col0)
         return refuse(name, "rows %lld + %lld, columns %lld + %lld: outside the tensor's %lld x %lld", (long long)row0,
                       (long long)nrows, (long long)col0, (long long)ncols, (long long)rows, (long long)cols);
+    int held = kit_type(which, layer);
+    if (type != LLM_F32 && type != held)
+        return refuse(name, "type %s: the tensor is held as %s (or ask for %s, dequantised)", llm_type_name(type),
+                      llm_type_name(held), llm_type_name(LLM_F32));
+    if (type != LLM_F32 && (col0 % LLM_QK || ncols % LLM_QK))
+        return refuse(name, "columns %lld + %lld cut a %s block of %d weights: load that block as %s", (long long)col0,
+                      (long long)ncols, llm_type_name(type), LLM_QK, llm_type_name(LLM_F32));
     if (nrows == 0 || ncols == 0) return 0;
-    if (!dst) return refuse(name, "a NULL destination for %lld x %lld floats", (long long)nrows, (long long)ncols);
-    const ds_gguf_tensor *t = ds_gguf_find_tensor(g_file, name);
+    if (!dst) return refuse(name, "a NULL destination for %lld x %lld weights", (long long)nrows, (long long)ncols);
+    size_t bytes = llm_mat_bytes(type, nrows, ncols);
+    if (type != LLM_F32) { /* whole blocks: each row's stretch of them, packed */
+        size_t skip = llm_mat_bytes(type, 1, col0), row = llm_mat_bytes(type, 1, ncols);
+        uint8_t *h = malloc(bytes);
+        PL_CHECK(h != NULL, "out of host memory");
+        for (int64_t r = 0; r < nrows; r++) memcpy(h + r * row, t->data + (row0 + r) * t->row_bytes + skip, row);
+        pl_upload(dst, h, bytes);
+        free(h);
+        g_loaded += bytes;
+        return 0;
+    }
     float *full = malloc((size_t)(nrows * cols) * sizeof(float));
-    PL_CHECK(t != NULL && full != NULL, "the model lost a tensor, or out of host memory");
+    PL_CHECK(full != NULL, "out of host memory");
     char err[256];
     if (ds_gguf_dequantize(t, row0, nrows, full, err, sizeof err)) {
         free(full);
@@ -140,9 +185,9 @@ int ls_load(llm_tensor which, int layer, int64_t row0, int64_t nrows, int64_t co
     if (ncols < cols) /* a block of columns: pack it densely, in place (each row moves left) */
         for (int64_t r = 0; r < nrows; r++)
             memmove(full + r * ncols, full + r * cols + col0, (size_t)ncols * sizeof(float));
-    pl_upload(dst, full, (size_t)(nrows * ncols) * sizeof(float));
+    pl_upload(dst, full, bytes);
     free(full);
-    g_loaded += (uint64_t)(nrows * ncols);
+    g_loaded += bytes;
     return 0;
 }
 

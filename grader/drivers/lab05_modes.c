@@ -5,12 +5,18 @@
  *                 --prompt-len tokens) and of a decode step, at batch 1, 4, 16 and 64, per
  *                 mode, measured here and predicted for dgx-h100 and pcie-4gpu by replaying
  *                 the step's recorded operations (docs/cost-model.md); a plot
- *                 (scripts/plot-lab5-sweep.sh). --run bench prints the same table.
+ *                 (scripts/plot-lab5-sweep.sh);
+ *   --run bench   at one rank first the single-device forward on float32-dequantised and on
+ *                 quantised weights (prefill of SWEEP_TEXT: the fastest of 5; then 32 greedy
+ *                 tokens: the median time of one), with the
+ *                 prompt's token ids for scripts/bench-lab5.sh, which times llama.cpp on the
+ *                 same file and tokens and prints the ratios; then the sweep's table.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h> // defines: clock_gettime (the bench's CPU time)
 
 #include "lab05.h"
 
@@ -147,6 +153,96 @@ static void winners(const char *phase, int batch, const rate *by_mode) {
     }
     drv_say("winner np %d %-7s batch %2d  measured %-6s dgx-h100 %-6s pcie-4gpu %-6s\n", g_n, phase, batch, best[0], best[1],
             best[2]);
+}
+
+/* ---- bench: float32 vs quantised weights, one device -------------------------------------- */
+
+#define BENCH_GEN 32
+#define BENCH_PREFILLS 5
+
+/* Seconds of CPU this process has used: on a machine shared with other jobs, the work a
+ * step took, where the wall clock also counts the time others had the core. */
+static double cpu_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Prefill of the prompt (the fastest of BENCH_PREFILLS, the cache rewound between), then
+ * BENCH_GEN greedy tokens one at a time (their median time: robust to a busy machine), on
+ * weights loaded float32 or as stored; the bytes of weights a decode step reads. */
+static void bench_weights(bool f32, const int *prompt, int P) {
+    llm_config c;
+    llm_weights w;
+    char err[512];
+    if ((f32 ? llm_load_gguf_f32 : llm_load_gguf)(kit_path(), &c, &w, err, sizeof err)) {
+        drv_say("# bench: %s\n", err);
+        return;
+    }
+    llm_kv_cache kv;
+    llm_workspace ws;
+    llm_kv_cache_init(&kv, &c, NULL, 1, P + BENCH_GEN + 1, 0, c.n_layer);
+    llm_workspace_init(&ws, &c, NULL, P);
+    float *logits = pl_malloc_floats((size_t)c.n_vocab);
+    int *seq = calloc((size_t)P + BENCH_GEN + 1, sizeof(int)), *pos = malloc(((size_t)P + BENCH_GEN + 1) * sizeof(int));
+    PL_CHECK(seq && pos, "out of host memory");
+    for (int i = 0; i < P + BENCH_GEN + 1; i++) pos[i] = i;
+    double best_pre = 1e30, cpu_pre = 1e30, t_tok[BENCH_GEN], c_tok[BENCH_GEN];
+    for (int rep = 0; rep < BENCH_PREFILLS; rep++) {
+        pl_device_sync();
+        double t0 = pl_now(), c0 = cpu_now();
+        llm_forward(&c, &w, &kv, &ws, prompt, seq, pos, P, logits, LLM_LOGITS_LAST, NULL);
+        pl_device_sync();
+        double t = pl_now() - t0, ct = cpu_now() - c0;
+        best_pre = t < best_pre ? t : best_pre;
+        cpu_pre = ct < cpu_pre ? ct : cpu_pre;
+    }
+    for (int k = 0; k < BENCH_GEN; k++) {
+        int tok = next_token(logits, 0, 0);
+        double t0 = pl_now(), c0 = cpu_now();
+        llm_forward(&c, &w, &kv, &ws, &tok, seq, &pos[P + k], 1, logits, LLM_LOGITS_LAST, NULL);
+        pl_device_sync();
+        t_tok[k] = pl_now() - t0, c_tok[k] = cpu_now() - c0;
+    }
+    qsort(t_tok, BENCH_GEN, sizeof t_tok[0], cmp_double);
+    qsort(c_tok, BENCH_GEN, sizeof c_tok[0], cmp_double);
+    double t_dec = 0.5 * (t_tok[(BENCH_GEN - 1) / 2] + t_tok[BENCH_GEN / 2]);
+    double c_dec = 0.5 * (c_tok[(BENCH_GEN - 1) / 2] + c_tok[BENCH_GEN / 2]);
+    size_t bytes = llm_weights_bytes(&w, &c);
+    int64_t V, C;
+    llm_tensor_shape(&c, LLM_TOKEN_EMBD, &V, &C);
+    double per_token = (double)bytes - (c.tied_output ? 0 : (double)llm_mat_bytes(w.token_embd.type, V, C));
+    drv_say("bench05 weights %-5s prefill %d tokens %8.1f tok/s  decode %d tokens %7.1f tok/s  cpu-time: prefill %.1f "
+            "decode %.1f tok/s  weights %.1f MB, %.1f MB read per decoded token\n", f32 ? "f32" : "quant", P,
+            P / best_pre, BENCH_GEN, 1 / t_dec, P / cpu_pre, 1 / c_dec, bytes / 1e6, per_token / 1e6);
+    pl_free(logits);
+    free(seq), free(pos);
+    llm_workspace_free(&ws);
+    llm_kv_cache_free(&kv);
+    llm_weights_free(&w, &c);
+}
+
+int mode_bench(void) {
+    if (g_n == 1) {
+        int P;
+        int *prompt = kit_tokens(SWEEP_TEXT, false, &P);
+        char ids[2048];
+        int len = snprintf(ids, sizeof ids, "bench05 prompt_ids");
+        for (int i = 0; i < P && len < (int)sizeof ids - 12; i++) len += snprintf(ids + len, sizeof ids - (size_t)len, " %d", prompt[i]);
+        drv_say("# the single-device forward on this device, one thread: float32-dequantised vs quantised weights "
+                "(%s)\n%s\nbench05 model %s\nbench05 gen %d\n", g_model_desc, ids,
+                kit_temporary() ? "-" : kit_path(), BENCH_GEN); /* "-": the tiny llama's file is about to go */
+        bench_weights(true, prompt, P);
+        bench_weights(false, prompt, P);
+        free(prompt);
+    }
+    kit_forget_path();
+    return mode_sweep();
 }
 
 int mode_sweep(void) {

@@ -93,34 +93,57 @@ double rl_kv_bytes_per_pos(ls_mode mode, const float *cuts, int r, int n_seq) {
     return 2.0 * sizeof(float) * n_seq * heads * c->head_dim;
 }
 
-double rl_weight_floats(ls_mode mode, const float *cuts, int r) {
+double rl_block_bytes(llm_tensor which, int layer, int64_t nrows, int64_t col0, int64_t ncols) {
+    int type = kit_type(which, layer);
+    if (type != LLM_F32 && (col0 % LLM_QK || ncols % LLM_QK)) type = LLM_F32; /* a cut inside a block */
+    return (double)llm_mat_bytes(type, nrows, ncols);
+}
+
+/* Every tensor of layer l whole. */
+static double whole_layer(int l) {
+    double b = 0;
+    for (int t = 0; t < LLM_N_LAYER_TENSORS; t++) {
+        int64_t rows, cols;
+        llm_tensor_shape(&g_cfg, (llm_tensor)t, &rows, &cols);
+        b += rl_block_bytes((llm_tensor)t, l, rows, 0, cols);
+    }
+    return b;
+}
+
+double rl_weight_bytes(ls_mode mode, const float *cuts, int r) {
     const llm_config *c = &g_cfg;
-    double C = c->n_embd, F = c->n_ff, hd = c->head_dim, Q = c->n_head * hd, KV = c->n_head_kv * hd, V = c->n_vocab;
-    double layer = 2 * C + Q * C + 2 * KV * C + C * Q + 3 * F * C, w = 0;
+    int64_t C = c->n_embd, V = c->n_vocab, hd = c->head_dim;
     int L = c->n_layer;
+    double w = 0, norm = 4.0 * (double)C;
+    double embd = rl_block_bytes(LLM_TOKEN_EMBD, -1, V, 0, C);
     if (mode == LS_LAYER) {
         int out = rl_owner(cuts, g_n, L, L);
-        for (int l = 0; l < L; l++) w += rl_owner(cuts, g_n, L, l) == r ? layer : 0;
-        w += r == 0 ? V * C : 0;
-        w += out == r ? C + (c->tied_output && r == 0 ? 0 : V * C) : 0;
+        for (int l = 0; l < L; l++) w += rl_owner(cuts, g_n, L, l) == r ? whole_layer(l) : 0;
+        w += r == 0 ? embd : 0;
+        w += out == r ? norm + (c->tied_output && r == 0 ? 0 : rl_block_bytes(LLM_OUTPUT, -1, V, 0, C)) : 0;
     } else if (mode == LS_ROW) {
         static const llm_tensor mats[7] = {LLM_WQ, LLM_WK, LLM_WV, LLM_WO, LLM_W_GATE, LLM_W_UP, LLM_W_DOWN};
-        for (int i = 0; i < 7; i++) {
-            int64_t rows, cols, a, b;
-            llm_tensor_shape(c, mats[i], &rows, &cols);
-            rl_rows(cuts, g_n, r, rows, &a, &b);
-            w += (double)L * (double)(b - a) * (double)cols;
-        }
+        for (int l = 0; l < L; l++)
+            for (int i = 0; i < 7; i++) {
+                int64_t rows, cols, a, b;
+                llm_tensor_shape(c, mats[i], &rows, &cols);
+                rl_rows(cuts, g_n, r, rows, &a, &b);
+                w += rl_block_bytes(mats[i], l, b - a, 0, cols);
+            }
         int64_t a, b;
-        rl_rows(cuts, g_n, r, c->n_vocab, &a, &b);
-        w += c->tied_output && r == 0 ? 0 : (double)(b - a) * C; /* rank 0 multiplies with its embedding */
-        w += r == 0 ? L * 2 * C + C + V * C : 0;
+        rl_rows(cuts, g_n, r, V, &a, &b);
+        w += c->tied_output && r == 0 ? 0 : rl_block_bytes(LLM_OUTPUT, -1, b - a, 0, C); /* rank 0: its embedding */
+        w += r == 0 ? L * 2 * norm + norm + embd : 0;
     } else {
         int h0 = 0, nh = c->n_head, f0 = 0, nf = c->n_ff;
         if (g_n > 1 && !rl_heads(c, g_n, r, &h0, &nh, &f0, &nf)) return 0;
-        double nkv = kv_heads_of(c, h0, nh);
-        w = L * (2 * C + 2 * nh * hd * C + 2 * nkv * hd * C + 3 * nf * C) + V * C;
-        w += r == 0 ? C + (c->tied_output ? 0 : V * C) : 0;
+        int64_t nkv = kv_heads_of(c, h0, nh);
+        for (int l = 0; l < L; l++)
+            w += 2 * norm + rl_block_bytes(LLM_WQ, l, nh * hd, 0, C) + rl_block_bytes(LLM_WK, l, nkv * hd, 0, C) +
+                 rl_block_bytes(LLM_WV, l, nkv * hd, 0, C) + rl_block_bytes(LLM_WO, l, C, h0 * hd, nh * hd) +
+                 rl_block_bytes(LLM_W_GATE, l, nf, 0, C) + rl_block_bytes(LLM_W_UP, l, nf, 0, C) +
+                 rl_block_bytes(LLM_W_DOWN, l, C, f0, nf);
+        w += embd + (r == 0 ? norm + (c->tied_output ? 0 : rl_block_bytes(LLM_OUTPUT, -1, V, 0, C)) : 0);
     }
     return w;
 }

@@ -3,8 +3,10 @@
  * A prompt (one sequence, logits of every position), greedy decoding of g_gen tokens after
  * it, then a batch of g_batch sequences of different lengths prefilled together (sequence 0
  * rewinds to position 0) and g_decode decode steps of all of them. Rank 0 runs it once, before
- * any student code, with models/llama's single-device llm_forward on weights read by
- * llm_load_gguf (not through ls_load), and shares the logits with every rank; decoding is
+ * any student code, with models/llama's single-device llm_forward on weights read and
+ * dequantised to float32 by llm_load_gguf_f32 (not through ls_load: the student's forward
+ * multiplies the stored blocks, so the reference is another evaluation of the same
+ * products), and shares the logits with every rank; decoding is
  * teacher-forced: every split is fed the reference's greedy tokens and must pick the same.
  */
 #include <stdio.h>
@@ -60,7 +62,7 @@ static void reference(void) {
     char err[512] = "";
     llm_config rc;
     llm_weights w;
-    double ok = g_me == 0 ? llm_load_gguf(kit_path(), &rc, &w, err, sizeof err) == 0 : 1;
+    double ok = g_me == 0 ? llm_load_gguf_f32(kit_path(), &rc, &w, err, sizeof err) == 0 : 1;
     pl_host_bcast(err, sizeof err, 0, NULL);
     if (drv_min(ok) == 0) pl_usage_error("the single-device reference cannot read the model: %s", err);
     if (g_me == 0) {

@@ -24,7 +24,7 @@ typedef struct {
     float cuts[LS_MAX_RANKS + 1];
     int out_rank;
     /* this rank's */
-    double kv_per_pos, w_floats;
+    double kv_per_pos, w_bytes;
     double err_prompt, err_gen, err_batch; /* on the output rank; 0 elsewhere           */
     int tok_step, tok_got, tok_want;      /* first wrong greedy pick: decode step k, -1 the
                                              one after the prompt, -2 none               */
@@ -153,7 +153,7 @@ static void run_scenario(session *se, ls_params *prm, int kind) {
     prm->n_ctx = 2 * g_sc.n_ctx;
     kit_reset_loaded();
     if (!init(se, &st, prm, &mem2)) return;
-    se->w_floats = (double)kit_loaded();
+    se->w_bytes = (double)kit_loaded();
     se->kv_per_pos = (mem2 - mem1) / g_sc.n_ctx;
     float *logits = pl_malloc_floats((size_t)g_sc.n_tok_max * V + 1);
     int *seq = calloc((size_t)g_sc.n_tok_max, sizeof(int)), *pos = calloc((size_t)g_sc.n_tok_max, sizeof(int));
@@ -324,16 +324,18 @@ void check_kvcache(drv_case *c) {
 }
 
 static void weights(drv_case *c, const session *se) {
-    double want = rl_weight_floats((ls_mode)c->arg[0], se->cuts, g_me);
-    bool bad = se->w_floats != want;
+    double want = rl_weight_bytes((ls_mode)c->arg[0], se->cuts, g_me);
+    bool bad = se->w_bytes != want;
     double any_bad = drv_max(bad), busiest = drv_max(want), all = drv_sum(want);
-    drv_num(c, "weight_bytes_per_rank", 4 * drv_max(se->w_floats));
+    drv_num(c, "weight_bytes_per_rank", drv_max(se->w_bytes));
     if (bad)
-        drv_fail(c, "this rank loaded %.0f weight floats, its share is %.0f (%s)", se->w_floats, want,
-                 se->w_floats > want ? "more than it needs: a copy, or another rank's part?" : "fewer: what does it use?");
+        drv_fail(c, "this rank loaded %.0f bytes of weights, its share is %.0f in the types the file stores (%s)",
+                 se->w_bytes, want,
+                 se->w_bytes > want ? "more than it needs: a copy, another rank's part, or blocks dequantised?"
+                                    : "fewer: what does it use?");
     else if (any_bad == 0)
-        drv_note(c, "weights per rank as the split: %.1f MiB on the busiest, %.1f MiB in all", 4 * busiest / 1048576.0,
-                 4 * all / 1048576.0);
+        drv_note(c, "weights per rank as the split: %.1f MiB on the busiest, %.1f MiB in all", busiest / 1048576.0,
+                 all / 1048576.0);
 }
 
 void check_weights(drv_case *c) {

@@ -3,7 +3,8 @@
  * Implement the functions declared in llama_split.h (read it and README.md first):
  *   the rules      ls_cuts, ls_layer_owner, ls_row_range, ls_tensor_split
  *   the model      ls_init, ls_forward, ls_free for LS_LAYER, LS_ROW and LS_TENSOR
- * Allowed: ls_load (the only way to the weights); the forward's pieces of models/llama.h
+ * Allowed: ls_type and ls_load (the only way to the weights: keep them in their type); the
+ * forward's pieces of models/llama.h
  * (llm_batch_prepare, llm_embed, llm_layer_forward, llm_attention, llm_ffn, llm_head,
  * llm_linear, llm_kv_cache_*, llm_workspace_*, llm_split_*); pl_malloc/pl_free, pl_copy;
  * pl_send, pl_recv, pl_broadcast, pl_allreduce on p->comm; the kernels/ dispatchers. Use

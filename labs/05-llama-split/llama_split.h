@@ -16,11 +16,13 @@
  *              split over the ranks, FFN features too; the attention output and the FFN
  *              down projection are partial sums, all-reduced (two per layer); the KV cache
  *              is sharded by head.
- * All three give the single-device logits (relative error <= 1e-5 on the cpu device).
+ * All three give the single-device logits (relative error <= 1e-5 on the cpu device, the
+ * single-device forward being the one on float32-dequantised weights).
  *
  * Shapes: C = n_embd, Q = n_head * head_dim, KV = n_head_kv * head_dim, F = n_ff,
  * V = n_vocab, L = n_layer. Weights are [out, in] row-major (llama.h): "rows" of a matrix
- * are its output features.
+ * are its output features. Matrices stay in the file's type (llm_mat: float32, or Q4_0 /
+ * Q4_1 / Q8_0 blocks of 32 weights along a row); llm_linear multiplies either.
  */
 #ifndef LLAMA_SPLIT_H
 #define LLAMA_SPLIT_H
@@ -50,15 +52,25 @@ typedef enum { LS_LAYER = 0, LS_ROW = 1, LS_TENSOR = 2 } ls_mode;
 /* The kit (the grader defines it; you call it)                                          */
 /* ===================================================================================== */
 
+/* The type the model holds tensor `which` of `layer` in (-1 for the global tensors):
+ * LLM_Q4_0, LLM_Q4_1 or LLM_Q8_0 for a matrix the file stores in those blocks (SmolLM2:
+ * every projection Q4_1, token_embd Q8_0), LLM_F32 for the rest (F32, F16, the norms).
+ * -1 for a tensor or layer that does not exist. */
+int ls_type(llm_tensor which, int layer);
+
 /* Rows [row0, row0 + nrows) x columns [col0, col0 + ncols) of the model's tensor `which`
- * (of layer `layer`; -1 for token_embd, output_norm and output) dequantised to float32 into
- * dst, a device buffer of nrows * ncols floats you allocated (pl_malloc), dense row-major.
+ * (of layer `layer`; -1 for token_embd, output_norm and output) into dst, a device buffer
+ * of llm_mat_bytes(type, nrows, ncols) bytes you allocated (pl_malloc), dense row-major:
+ *   type == ls_type(which, layer)  the stored blocks, as they are (a quantised type needs
+ *                                  col0 and ncols multiples of LLM_QK = 32: whole blocks);
+ *   type == LLM_F32                the block dequantised to float32 (the fallback for a cut
+ *                                  inside a block: 4 bytes per weight instead of 0.56).
  * LLM_OUTPUT of a model with a tied output (SmolLM2) reads token_embd. This is the only
- * way to the weights, and what it writes on a rank is what the grader counts as that
- * rank's weight bytes. Returns 0, or -1 when the block is not inside the tensor (a line
- * on stderr says why). */
-int ls_load(llm_tensor which, int layer, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols,
-            float *dst);
+ * way to the weights, and the bytes it writes on a rank are what the grader counts as that
+ * rank's weight bytes. Returns 0, or -1 when the block is not inside the tensor, the type
+ * is neither of the two, or a quantised block is cut inside (a line on stderr says why). */
+int ls_load(llm_tensor which, int layer, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols, int type,
+            void *dst);
 
 /* ===================================================================================== */
 /* What you implement (llama_split.c)                                                    */

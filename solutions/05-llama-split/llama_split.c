@@ -100,17 +100,23 @@ struct ls_state {
     int chunk[LLM_N_TENSORS]; /* ... and the chunks' width                            */
 };
 
-/* A new device tensor with rows [r0, r0 + nr) x columns [c0, c0 + nc) of `which`; NULL
- * for an empty block (or a failed load, remembered in st->load_failed). */
-static float *load(ls_state *st, llm_tensor which, int layer, int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
-    if (nr <= 0 || nc <= 0) return NULL;
-    float *d = pl_malloc_floats((size_t)(nr * nc));
-    if (ls_load(which, layer, r0, nr, c0, nc, d) != 0) {
-        pl_free(d);
+/* A new device matrix with rows [r0, r0 + nr) x columns [c0, c0 + nc) of `which`, in the
+ * type the model holds it: the quantised blocks stay blocks (decode reads 4.5 to 8.5 bits
+ * per weight instead of 32), unless the column cut falls inside a block of 32, where that
+ * shard alone is dequantised. Data NULL for an empty block (or a failed load, remembered in
+ * st->load_failed). */
+static llm_mat load(ls_state *st, llm_tensor which, int layer, int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
+    llm_mat m = {NULL, LLM_F32};
+    if (nr <= 0 || nc <= 0) return m;
+    m.type = ls_type(which, layer);
+    if (m.type != LLM_F32 && (c0 % LLM_QK || nc % LLM_QK)) m.type = LLM_F32;
+    m.data = pl_malloc(llm_mat_bytes(m.type, nr, nc));
+    if (ls_load(which, layer, r0, nr, c0, nc, m.type, m.data) != 0) {
+        pl_free(m.data);
         st->load_failed = true;
-        return NULL;
+        m.data = NULL;
     }
-    return d;
+    return m;
 }
 
 /* The block of layer tensor t this rank holds. */
@@ -139,13 +145,15 @@ static void layer_block(const ls_state *st, llm_tensor t, int64_t *r0, int64_t *
 
 static void load_layer(ls_state *st, int l) {
     llm_layer_weights *lw = &st->w.layers[l];
-    float **slot[LLM_N_LAYER_TENSORS] = {&lw->attn_norm, &lw->wq,     &lw->wk,   &lw->wv,    &lw->wo,
-                                         &lw->ffn_norm,  &lw->w_gate, &lw->w_up, &lw->w_down};
+    llm_mat norm[2];
+    llm_mat *slot[LLM_N_LAYER_TENSORS] = {&norm[0], &lw->wq,     &lw->wk,   &lw->wv,    &lw->wo,
+                                          &norm[1], &lw->w_gate, &lw->w_up, &lw->w_down};
     for (int t = 0; t < LLM_N_LAYER_TENSORS; t++) {
         int64_t r0, nr, c0, nc;
         layer_block(st, (llm_tensor)t, &r0, &nr, &c0, &nc);
         *slot[t] = load(st, (llm_tensor)t, l, r0, nr, c0, nc);
     }
+    lw->attn_norm = norm[0].data, lw->ffn_norm = norm[1].data; /* float32 vectors */
 }
 
 /* Token embedding, output norm and output matrix, where the mode puts them. A rank that
@@ -156,10 +164,10 @@ static void load_globals(ls_state *st) {
     bool embd = st->mode == LS_TENSOR || st->me == 0;
     bool head = st->mode == LS_LAYER ? st->owner[c->n_layer] == st->me : st->me == 0;
     if (embd) st->w.token_embd = load(st, LLM_TOKEN_EMBD, -1, 0, V, 0, C);
-    if (head) st->w.output_norm = load(st, LLM_OUTPUT_NORM, -1, 0, 1, 0, C);
+    if (head) st->w.output_norm = load(st, LLM_OUTPUT_NORM, -1, 0, 1, 0, C).data;
     int64_t r0 = 0, r1 = head ? V : 0;
     if (st->mode == LS_ROW) r0 = st->rows[LLM_OUTPUT][2 * st->me], r1 = st->rows[LLM_OUTPUT][2 * st->me + 1];
-    if (r1 > r0 && c->tied_output && st->w.token_embd) st->w.output = st->w.token_embd + r0 * C;
+    if (r1 > r0 && c->tied_output && st->w.token_embd.data) st->w.output = llm_mat_rows(st->w.token_embd, C, r0);
     else st->w.output = load(st, LLM_OUTPUT, -1, r0, r1 - r0, 0, C);
 }
 
@@ -172,13 +180,13 @@ static void load_globals(ls_state *st) {
  * column offset a of every token's row, not after the previous block. A copy per token
  * row would do; one gather of chunks (the widest width that divides every block) does it
  * in one operation, as llama.cpp's one strided 2-D copy per device. */
-static void row_linear(const llm_split *sp, llm_tensor which, int layer, const float *W, float *y, const float *x,
+static void row_linear(const llm_split *sp, llm_tensor which, int layer, llm_mat W, float *y, const float *x,
                        int n_tokens, int n_out, int n_in, pl_stream *s) {
     (void)layer;
     ls_state *st = sp->ctx;
     const int64_t *rg = st->rows[which];
     pl_broadcast(x, (float *)x, (size_t)n_tokens * n_in, 0, st->comm, s);
-    if (rg[1] > 0) llm_linear(st->stage, (int)rg[1], x, n_in, pl_tensor_view((float *)W, rg[1], n_in), n_tokens, s);
+    if (rg[1] > 0) llm_linear(st->stage, (int)rg[1], x, n_in, W, (int)rg[1], n_in, n_tokens, s);
     pl_group_start();
     for (int r = 1; r < st->n; r++) {
         int64_t a = rg[2 * r], m = rg[2 * r + 1] - a;
@@ -211,14 +219,14 @@ static void row_plan(ls_state *st, llm_tensor which) {
 }
 
 /* Row split, on the other ranks: the same matmul's broadcast, our block, sent to rank 0. */
-static void row_part(ls_state *st, llm_tensor which, const float *W, int n_tokens) {
+static void row_part(ls_state *st, llm_tensor which, llm_mat W, int n_tokens) {
     int64_t rows, n_in;
     llm_tensor_shape(&st->cfg, which, &rows, &n_in);
     const int64_t *rg = st->rows[which];
     int64_t m = rg[2 * st->me + 1] - rg[2 * st->me];
     pl_broadcast(st->xin, st->xin, (size_t)(n_tokens * n_in), 0, st->comm, NULL);
     if (m == 0) return;
-    llm_linear(st->yblk, (int)m, st->xin, (int)n_in, pl_tensor_view((float *)W, m, n_in), n_tokens, NULL);
+    llm_linear(st->yblk, (int)m, st->xin, (int)n_in, W, (int)m, (int)n_in, n_tokens, NULL);
     pl_send(st->yblk, (size_t)(n_tokens * m), 0, st->comm, NULL);
 }
 
@@ -384,7 +392,7 @@ int ls_forward(ls_state *st, const int *tokens, const int *seq_ids, const int *p
     if (st->mode == LS_ROW && st->me != 0) { /* the other ranks follow the main rank's matmuls in order */
         for (int l = 0; l < c->n_layer; l++) {
             const llm_layer_weights *lw = &st->w.layers[l];
-            const float *W[7] = {lw->wq, lw->wk, lw->wv, lw->wo, lw->w_gate, lw->w_up, lw->w_down};
+            const llm_mat W[7] = {lw->wq, lw->wk, lw->wv, lw->wo, lw->w_gate, lw->w_up, lw->w_down};
             for (int t = LLM_WQ, i = 0; t <= LLM_W_DOWN; t++)
                 if (t != LLM_FFN_NORM) row_part(st, (llm_tensor)t, W[i++], n_tokens);
         }

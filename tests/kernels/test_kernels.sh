@@ -29,6 +29,15 @@ run_tap() { # run_tap BIN [ARGS...]: pass its ok/not ok lines through, fail if i
 run_tap build/cpu/tests/test_kernels
 [ -x build/cpu/tests/test_kernels_ddp ] && run_tap build/cpu/tests/test_kernels_ddp
 [ -x build/cpu/tests/test_kernels_llama ] && run_tap build/cpu/tests/test_kernels_llama
+# the quantised products; their cases again against gguf-py's dequantiser where it imports
+qcases=$(mktemp /tmp/paralab-quant.XXXXXX)
+run_tap build/cpu/tests/test_kernels_quant --gguf-out "$qcases"
+if ${PYTHON:-python3} -c "import gguf, numpy" >/dev/null 2>&1; then
+    ${PYTHON:-python3} tests/kernels/check_quant_gguf.py "$qcases" || echo "not ok - check_quant_gguf.py exited non-zero"
+else
+    echo "# gguf-py not importable (pip install gguf): the quantised products are compared with the kit's own dequantiser only"
+fi
+rm -f "$qcases"
 
 if [ -x build/cuda/tests/test_kernels_cuda ]; then
     echo "ok - cuda kernel test program compiles and links (build/cuda/tests/test_kernels_cuda)"

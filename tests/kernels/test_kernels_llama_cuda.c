@@ -2,7 +2,8 @@
  * dispatchers on the cuda device) against the CPU references, on fresh random inputs with
  * poisoned outputs, at SmolLM2 / llama sizes: rmsnorm, rope (positions to 8191), swiglu,
  * KV-cache store + grouped-query attention (n_ctx 2048, head_dim 64 and 128, prompt and
- * decode tokens of several sequences in one batch), argmax (ties, NaN), row gather.
+ * decode tokens of several sequences in one batch), argmax (ties, NaN), row gather, and the
+ * quantised products and lookup (Q4_0, Q4_1, Q8_0 blocks: kern_qmatmul.h).
  * Built in the cuda flavour; run only where a GPU is present (tests/kernels/test_kernels.sh).
  * On a rank without a cuda device it prints one skip line and exits 0.
  *
@@ -18,6 +19,7 @@
 #include "kern_argmax.h"
 #include "kern_gather.h"
 #include "kern_gqa.h"
+#include "kern_qmatmul.h"
 #include "kern_rmsnorm.h"
 #include "kern_rope.h"
 #include "kern_swiglu.h"
@@ -149,6 +151,41 @@ static void test_gather(int rows, int n, int C) {
     free(src), free(out), free(idx);
 }
 
+/* Random blocks: fp16 scales in [2^-9, 2^-8) (m negative for Q4_1), random integers. */
+static uint8_t *rand_blocks(int type, int rows, int cols) {
+    size_t bb = kern_q_block_bytes(type), nblk = (size_t)rows * (cols / KERN_QK), n = nblk * bb;
+    uint8_t *w = malloc(n);
+    for (size_t i = 0; i < n; i++) w[i] = (uint8_t)pl_rng_bits(7, 9, i);
+    for (size_t b = 0; b < nblk; b++) {
+        uint8_t *blk = w + b * bb;
+        blk[1] = (uint8_t)(0x18 + (blk[1] & 3)); /* d in [2^-9, 2^-8) */
+        if (type == KERN_Q4_1) blk[3] = (uint8_t)(0x98 + (blk[3] & 3)); /* m < 0 */
+    }
+    return w;
+}
+
+static void test_qmatmul(int type, int n, int rows, int cols) {
+    uint8_t *w = rand_blocks(type, rows, cols);
+    float *x = host_rand((size_t)n * cols, -2, 2), *want = malloc((size_t)n * rows * 4);
+    kern_qmatmul_forward_ref(want, rows, x, cols, w, type, n, rows, cols);
+    void *d_w = dev_from(w, (size_t)rows * kern_q_row_bytes(type, cols));
+    float *d_x = dev_from(x, (size_t)n * cols * 4), *d_y = dev_poisoned((size_t)n * rows);
+    kern_qmatmul_forward(d_y, rows, d_x, cols, d_w, type, n, rows, cols, NULL);
+    char what[120];
+    snprintf(what, sizeof what, "qmatmul type %d, %d token(s), %d x %d", type, n, rows, cols);
+    check_dev(what, d_y, want, (size_t)n * rows, ELEM_TOL);
+    int idx[5] = {0, rows - 1, 3 % rows, 7 % rows, 0};
+    float *rows_want = malloc((size_t)5 * cols * 4);
+    kern_qget_rows_ref(rows_want, w, type, idx, 5, cols);
+    int *d_idx = dev_from(idx, sizeof idx);
+    float *d_rows = dev_poisoned((size_t)5 * cols);
+    kern_qget_rows(d_rows, d_w, type, d_idx, 5, cols, NULL);
+    snprintf(what, sizeof what, "qget_rows type %d, rows of %d", type, cols);
+    check_dev(what, d_rows, rows_want, (size_t)5 * cols, 0.0);
+    pl_free(d_w), pl_free(d_x), pl_free(d_y), pl_free(d_idx), pl_free(d_rows);
+    free(w), free(x), free(want), free(rows_want);
+}
+
 int main(int argc, char **argv) {
     pl_init(&argc, &argv);
     if (pl_info()->device != PL_DEVICE_CUDA) {
@@ -172,5 +209,11 @@ int main(int argc, char **argv) {
     test_argmax(7, 49152);
     test_argmax(3, 37);
     test_gather(49152, 300, 576);
+    for (int t = 0; t < 3; t++) {
+        static const int types[3] = {KERN_Q4_0, KERN_Q4_1, KERN_Q8_0};
+        test_qmatmul(types[t], 1, 1536, 576);  /* decode, SmolLM2's gate */
+        test_qmatmul(types[t], 7, 576, 1536);  /* a prefill, SmolLM2's down projection */
+        test_qmatmul(types[t], 3, 37, 32);     /* one block a row, odd rows */
+    }
     return tap_finish();
 }

@@ -8,13 +8,14 @@ Three comparisons per prompt:
   1. token ids: the kit's byte-level BPE (datasets/ds_bpe.c) against llama.cpp's tokenizer;
   2. the GGUF file as it is (Q4_1), llama.cpp's defaults: its CPU backend multiplies Q4_1
      weights with activations it first rounds to 8 bits (Q8_1 blocks, ggml's vec_dot_type of
-     Q4_1) and keeps the KV cache in F16, where the kit keeps float32 throughout. So the
+     Q4_1) and keeps the KV cache in F16, where the kit keeps activations and KV cache in
+     float32 (its products on the Q4_1 blocks are the dequantised weights' products). So the
      logits differ by about 5 % (relative Frobenius) with the weights dequantised alike;
      the bound is on what must survive that: the argmax of at least 80 % of the positions
      and the last position's choice in llama.cpp's top 5, relative error at most 0.15;
   3. the same weights dequantised to float32 by llama.cpp's own quantiser (ftype ALL_F32),
      with an F32 KV cache: now both sides compute in float32 and differ only by the order
-     of their sums over 30 layers (measured: about 2e-6), so the bound is 1e-4 relative and
+     of their sums over 30 layers (measured: about 1e-6), so the bound is 1e-4 relative and
      every argmax equal - a wrong constant, layout or kernel is far above it.
 """
 import ctypes

@@ -62,17 +62,18 @@ static void ref_load(ref_model *m, const llm_config *c, const llm_weights *w) {
     m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
     for (int l = 0; l < c->n_layer; l++) {
         const llm_layer_weights *lw = &w->layers[l];
-        const float *src[LLM_N_LAYER_TENSORS] = {lw->attn_norm, lw->wq,     lw->wk,   lw->wv,   lw->wo,
-                                                 lw->ffn_norm,  lw->w_gate, lw->w_up, lw->w_down};
+        const float *src[LLM_N_LAYER_TENSORS] = {lw->attn_norm, lw->wq.data,     lw->wk.data,   lw->wv.data,
+                                                 lw->wo.data,   lw->ffn_norm,    lw->w_gate.data, lw->w_up.data,
+                                                 lw->w_down.data};
         for (int t = 0; t < LLM_N_LAYER_TENSORS; t++) {
             int64_t r, k;
             llm_tensor_shape(c, (llm_tensor)t, &r, &k);
             m->layers[l].t[t] = to_double(src[t], r * k);
         }
     }
-    m->embd = to_double(w->token_embd, (int64_t)c->n_vocab * c->n_embd);
+    m->embd = to_double(w->token_embd.data, (int64_t)c->n_vocab * c->n_embd);
     m->out_norm = to_double(w->output_norm, c->n_embd);
-    m->out = to_double(w->output, (int64_t)c->n_vocab * c->n_embd);
+    m->out = to_double(w->output.data, (int64_t)c->n_vocab * c->n_embd);
 }
 
 static void ref_free(ref_model *m, const llm_config *c) {
@@ -383,14 +384,13 @@ typedef struct {
     int blocks;
 } rowsplit_ctx;
 
-static void rowsplit_linear(const llm_split *sp, llm_tensor which, int layer, const float *W, float *y,
+static void rowsplit_linear(const llm_split *sp, llm_tensor which, int layer, llm_mat W, float *y,
                             const float *x, int n_tokens, int n_out, int n_in, pl_stream *s) {
     const rowsplit_ctx *c = sp->ctx;
     (void)which, (void)layer;
-    pl_tensor whole = pl_tensor_view((float *)W, n_out, n_in);
     for (int b = 0; b < c->blocks; b++) { /* rank b's rows, rounded like llama.cpp: the last takes the rest */
         int r0 = n_out * b / c->blocks / 4 * 4, r1 = b == c->blocks - 1 ? n_out : n_out * (b + 1) / c->blocks / 4 * 4;
-        if (r1 > r0) llm_linear(y + r0, n_out, x, n_in, pl_tensor_rows(whole, r0, r1 - r0), n_tokens, s);
+        if (r1 > r0) llm_linear(y + r0, n_out, x, n_in, llm_mat_rows(W, n_in, r0), r1 - r0, n_in, n_tokens, s);
     }
 }
 
@@ -497,8 +497,8 @@ static void test_split_pieces(model *m) {
     llm_layer_weights a, b;
     llm_layer_weights_random(&a, cfg, &half, 0, SEED);
     llm_layer_weights_shard(&b, &m->w.layers[0], cfg, &half);
-    float *wa = download(a.wo, (size_t)cfg->n_embd * 24), *wb = download(b.wo, (size_t)cfg->n_embd * 24);
-    float *da = download(a.w_down, (size_t)cfg->n_embd * 48), *db = download(b.w_down, (size_t)cfg->n_embd * 48);
+    float *wa = download(a.wo.data, (size_t)cfg->n_embd * 24), *wb = download(b.wo.data, (size_t)cfg->n_embd * 24);
+    float *da = download(a.w_down.data, (size_t)cfg->n_embd * 48), *db = download(b.w_down.data, (size_t)cfg->n_embd * 48);
     tap_check(!memcmp(wa, wb, sizeof(float) * cfg->n_embd * 24) && !memcmp(da, db, sizeof(float) * cfg->n_embd * 48),
               "a shard drawn from the counter RNG equals the same shard cut from the whole layer (bit for bit)");
     free(wa), free(wb), free(da), free(db);

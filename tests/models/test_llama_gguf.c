@@ -45,10 +45,11 @@ static double worst_tensor(const ds_gguf *g, const llm_config *c, const llm_weig
         for (int t = 0; t < LLM_N_TENSORS; t++) {
             if ((l < 0) != (t >= LLM_N_LAYER_TENSORS)) continue;
             const llm_layer_weights *lw = l >= 0 ? &w->layers[l] : NULL;
-            const float *dev[LLM_N_TENSORS] = {
-                lw ? lw->attn_norm : 0, lw ? lw->wq : 0,     lw ? lw->wk : 0,   lw ? lw->wv : 0,
-                lw ? lw->wo : 0,        lw ? lw->ffn_norm : 0, lw ? lw->w_gate : 0, lw ? lw->w_up : 0,
-                lw ? lw->w_down : 0,    w->token_embd,       w->output_norm,    w->output};
+            const void *dev[LLM_N_TENSORS] = {
+                lw ? lw->attn_norm : 0,      lw ? lw->wq.data : 0,     lw ? lw->wk.data : 0,   lw ? lw->wv.data : 0,
+                lw ? lw->wo.data : 0,        lw ? lw->ffn_norm : 0,    lw ? lw->w_gate.data : 0,
+                lw ? lw->w_up.data : 0,      lw ? lw->w_down.data : 0, w->token_embd.data,
+                w->output_norm,              w->output.data};
             char name[96];
             llm_tensor_gguf_name((llm_tensor)t, l, name, sizeof name);
             bool tied_out = t == LLM_OUTPUT && !ds_gguf_find_tensor(g, "output.weight");
@@ -75,13 +76,75 @@ static double worst_tensor(const ds_gguf *g, const llm_config *c, const llm_weig
     return worst;
 }
 
+/* The same file loaded in its stored types: every Q4_0/Q4_1/Q8_0 matrix is the file's blocks,
+ * byte for byte, F16 and F32 ones float32; the bytes held are those; and the forward on the
+ * blocks gives the float32 forward's logits (want: 4 x V, from the dequantised weights) up
+ * to the rounding of the products' sums (kern_qmatmul.h): 1e-5 relative. */
+static void test_tiny_quantised(const char *path, const llm_config *c, const llm_weights *wf, const float *want) {
+    char err[512], what[600];
+    llm_config qc;
+    llm_weights q;
+    if (!want || llm_load_gguf(path, &qc, &q, err, sizeof err)) {
+        snprintf(what, sizeof what, "tiny GGUF llama loads in its stored types: %s", want ? err : "no float32 logits");
+        tap_check(0, what);
+        return;
+    }
+    ds_gguf *g = ds_gguf_open(path, err, sizeof err);
+    bool same = g != NULL;
+    size_t expect = 0;
+    for (int l = 0; g && l < c->n_layer; l++)
+        for (int t = 0; t < LLM_N_LAYER_TENSORS; t++) {
+            const llm_layer_weights *lw = &q.layers[l];
+            llm_mat m[LLM_N_LAYER_TENSORS] = {{lw->attn_norm, LLM_F32}, lw->wq, lw->wk, lw->wv, lw->wo,
+                                              {lw->ffn_norm, LLM_F32}, lw->w_gate, lw->w_up, lw->w_down};
+            char name[96];
+            const ds_gguf_tensor *gt = ds_gguf_find_tensor(g, llm_tensor_gguf_name((llm_tensor)t, l, name, sizeof name));
+            bool quant = gt->type == DS_GGML_Q4_0 || gt->type == DS_GGML_Q4_1 || gt->type == DS_GGML_Q8_0;
+            same &= m[t].type == (quant ? (int)gt->type : LLM_F32);
+            size_t bytes = quant ? gt->nbytes : (size_t)gt->nelements * 4;
+            expect += bytes;
+            if (quant && same) {
+                uint8_t *h = malloc(bytes);
+                pl_download(h, m[t].data, bytes);
+                same &= !memcmp(h, gt->data, bytes);
+                free(h);
+            }
+        }
+    const ds_gguf_tensor *emb = g ? ds_gguf_find_tensor(g, "token_embd.weight") : NULL, *out = g ? ds_gguf_find_tensor(g, "output.weight") : NULL;
+    expect += emb ? emb->nbytes : 0;
+    expect += out ? (size_t)out->nelements * 4 : 0; /* F16: held as float32 */
+    expect += (size_t)c->n_embd * 4;
+    if (g) ds_gguf_close(g);
+    snprintf(what, sizeof what, "tiny GGUF llama in its stored types: the quantised matrices are the file's blocks byte "
+             "for byte, the others float32; %zu bytes held (%zu as float32)", llm_weights_bytes(&q, &qc),
+             llm_weights_bytes(wf, c));
+    tap_check(same && llm_weights_bytes(&q, &qc) == expect, what);
+    llm_kv_cache kv;
+    llm_workspace ws;
+    llm_kv_cache_init(&kv, c, NULL, 1, 0, 0, c->n_layer);
+    llm_workspace_init(&ws, c, NULL, 8);
+    float *logits = pl_malloc_floats((size_t)8 * c->n_vocab);
+    int tok[4] = {5, 17, 42, 9}, seq[4] = {0}, pos[4] = {0, 1, 2, 3};
+    int rows = llm_forward(c, &q, &kv, &ws, tok, seq, pos, 4, logits, LLM_LOGITS_ALL, NULL);
+    float *h = rows == 4 ? download(logits, (size_t)4 * c->n_vocab) : NULL;
+    double e = h ? rel_err_ff(h, want, (size_t)4 * c->n_vocab) : INFINITY;
+    snprintf(what, sizeof what, "tiny GGUF llama: the forward on the quantised blocks gives the float32 forward's logits "
+             "(relative %.2e <= 1e-5)", e);
+    tap_check(e <= 1e-5, what);
+    free(h);
+    pl_free(logits);
+    llm_workspace_free(&ws);
+    llm_kv_cache_free(&kv);
+    llm_weights_free(&q, &qc);
+}
+
 static void test_tiny(bool with_output) {
     char path[128], err[512], what[1024], where[256] = "none";
     snprintf(path, sizeof path, "/tmp/paralab-tiny-llama-%d-%d.gguf", (int)getpid(), (int)with_output);
     int wrote = ds_tiny_llama_write(path, SEED, NULL, with_output, err, sizeof err) == 0;
     llm_config c;
     llm_weights w;
-    int loaded = wrote && llm_load_gguf(path, &c, &w, err, sizeof err) == 0;
+    int loaded = wrote && llm_load_gguf_f32(path, &c, &w, err, sizeof err) == 0;
     snprintf(what, sizeof what, "tiny GGUF llama (%s output) loads: %s", with_output ? "its own" : "tied",
              loaded ? "ok" : err);
     tap_check(loaded, what);
@@ -90,7 +153,7 @@ static void test_tiny(bool with_output) {
                   c.n_head == DS_TINY_N_HEAD && c.n_head_kv == DS_TINY_N_HEAD_KV &&
                   c.head_dim == DS_TINY_N_EMBD / DS_TINY_N_HEAD && c.n_vocab == ds_tiny_llama_vocab() &&
                   c.n_ctx == DS_TINY_N_CTX && c.rope_base == DS_TINY_ROPE_BASE && c.rms_eps == DS_TINY_RMS_EPS &&
-                  c.tied_output == !with_output && (w.output == w.token_embd) == !with_output,
+                  c.tied_output == !with_output && (w.output.data == w.token_embd.data) == !with_output,
               "tiny GGUF llama: the config read from the file is the one it was written with");
     ds_gguf *g = ds_gguf_open(path, err, sizeof err);
     double worst = g ? worst_tensor(g, &c, &w, where, sizeof where) : INFINITY;
@@ -111,6 +174,7 @@ static void test_tiny(bool with_output) {
     int finite = h != NULL;
     for (int i = 0; h && i < 4 * c.n_vocab; i++) finite &= isfinite(h[i]) != 0;
     tap_check(finite, "tiny GGUF llama: the forward of a 4-token prompt gives finite logits");
+    test_tiny_quantised(path, &c, &w, h);
     free(h);
     pl_free(logits);
     llm_workspace_free(&ws);
@@ -119,13 +183,14 @@ static void test_tiny(bool with_output) {
     /* a layer-split rank's part: layers 1 and 2 and the head, nothing else */
     llm_config pc;
     llm_weights part;
-    int got = llm_load_gguf_part(path, &pc, &part, 1, 2, false, true, err, sizeof err) == 0;
+    int got = llm_load_gguf_part(path, &pc, &part, 1, 2, false, true, true, err, sizeof err) == 0;
     size_t nq = (size_t)c.n_head * c.head_dim * c.n_embd, nv = (size_t)c.n_vocab * c.n_embd;
-    int same = got && part.layers[0].wq == NULL && part.layers[3].w_down == NULL && part.token_embd == NULL &&
-               part.layers[1].wq && part.layers[2].w_down && part.output && part.output_norm;
+    int same = got && part.layers[0].wq.data == NULL && part.layers[3].w_down.data == NULL &&
+               part.token_embd.data == NULL && part.layers[1].wq.data && part.layers[2].w_down.data &&
+               part.output.data && part.output_norm;
     if (same) {
-        float *a = download(part.layers[2].wq, nq), *b = download(w.layers[2].wq, nq);
-        float *oa = download(part.output, nv), *ob = download(w.output, nv);
+        float *a = download(part.layers[2].wq.data, nq), *b = download(w.layers[2].wq.data, nq);
+        float *oa = download(part.output.data, nv), *ob = download(w.output.data, nv);
         same = !memcmp(a, b, nq * 4) && !memcmp(oa, ob, nv * 4);
         free(a), free(b), free(oa), free(ob);
     }
@@ -133,7 +198,7 @@ static void test_tiny(bool with_output) {
              with_output ? "untied" : "tied");
     tap_check(same, what);
     if (got) llm_weights_free(&part, &pc);
-    int r = llm_load_gguf_part(path, &pc, &part, 3, 2, true, false, err, sizeof err);
+    int r = llm_load_gguf_part(path, &pc, &part, 3, 2, true, false, false, err, sizeof err);
     snprintf(what, sizeof what, "tiny GGUF llama: layers past the model are refused (\"%s\")", err);
     tap_check(r == -1 && strstr(err, "the model has layers 0 .. 3"), what);
     llm_weights_free(&w, &c);
@@ -192,8 +257,8 @@ static void test_smollm2(const char *path) {
         return;
     }
     if (pl_rank() == 0)
-        printf("# SmolLM2: %d layers, n_embd %d, n_ff %d, %d heads (%d KV) of %d, vocab %d, rope base %g, loaded and "
-               "dequantised in %.2f s\n",
+        printf("# SmolLM2: %d layers, n_embd %d, n_ff %d, %d heads (%d KV) of %d, vocab %d, rope base %g, loaded (weights "
+               "kept in its stored types) in %.2f s\n",
                c.n_layer, c.n_embd, c.n_ff, c.n_head, c.n_head_kv, c.head_dim, c.n_vocab, c.rope_base, t_load);
 
     enum { NGEN = 16, NMAX = 64 };

@@ -34,16 +34,16 @@ static void layer_with_global_rope(const llm_config *cfg, const llm_layer_weight
     int nq = sp->n_head * hd, nk = nkv * hd, l = layer - cache->layer0;
     size_t nc = (size_t)n * C;
     kern_rmsnorm_forward(ws->xn, x, lw->attn_norm, n, C, cfg->rms_eps, s);
-    llm_linear(ws->q, nq, ws->xn, C, pl_tensor_view(lw->wq, nq, C), n, s);
-    llm_linear(ws->k, nk, ws->xn, C, pl_tensor_view(lw->wk, nk, C), n, s);
-    llm_linear(ws->v, nk, ws->xn, C, pl_tensor_view(lw->wv, nk, C), n, s);
+    llm_linear(ws->q, nq, ws->xn, C, lw->wq, nq, C, n, s);
+    llm_linear(ws->k, nk, ws->xn, C, lw->wk, nk, C, n, s);
+    llm_linear(ws->v, nk, ws->xn, C, lw->wv, nk, C, n, s);
     rope_as_all_heads(ws->q, ws->pos, n, sp->n_head, cfg->n_head, hd, cfg->rope_base, s);  /* the bug */
     rope_as_all_heads(ws->k, ws->pos, n, nkv, cfg->n_head_kv, hd, cfg->rope_base, s);      /* and here */
     kern_kv_store(cache->k[l], cache->v[l], ws->k, ws->v, ws->seq_id, ws->pos, n, nkv, hd, cache->n_seq_max,
                   cache->n_ctx, s);
     kern_gqa_attention_forward(ws->att, ws->q, cache->k[l], cache->v[l], ws->seq_id, ws->pos, n, sp->n_head, nkv, hd,
                                cache->n_seq_max, cache->n_ctx, 1.0f / sqrtf((float)hd), ws->n_attended, s);
-    llm_linear(ws->y, C, ws->att, nq, pl_tensor_view(lw->wo, C, nq), n, s);
+    llm_linear(ws->y, C, ws->att, nq, lw->wo, C, nq, n, s);
     sp->reduce(sp, ws->y, nc, s);
     kern_residual_forward(x, x, ws->y, nc, s);
     kern_rmsnorm_forward(ws->xn, x, lw->ffn_norm, n, C, cfg->rms_eps, s);

@@ -7,13 +7,13 @@
 #include "../../../solutions/05-llama-split/llama_split.c"
 #undef ls_init
 
-static void row_linear_concatenated(const llm_split *sp, llm_tensor which, int layer, const float *W, float *y,
+static void row_linear_concatenated(const llm_split *sp, llm_tensor which, int layer, llm_mat W, float *y,
                                     const float *x, int n_tokens, int n_out, int n_in, pl_stream *s) {
     (void)layer, (void)n_out;
     ls_state *st = sp->ctx;
     const int64_t *rg = st->rows[which];
     pl_broadcast(x, (float *)x, (size_t)n_tokens * n_in, 0, st->comm, s);
-    if (rg[1] > 0) llm_linear(st->stage, (int)rg[1], x, n_in, pl_tensor_view((float *)W, rg[1], n_in), n_tokens, s);
+    if (rg[1] > 0) llm_linear(st->stage, (int)rg[1], x, n_in, W, (int)rg[1], n_in, n_tokens, s);
     pl_group_start();
     for (int r = 1; r < st->n; r++) {
         int64_t a = rg[2 * r], m = rg[2 * r + 1] - a;
