@@ -38,7 +38,7 @@ const char *lab2_error_name(int code) {
 
 lab2_lin lab2_lin_of(const drv_case *c) {
     lab2_lin s = {.kind = (int)c->arg[0], .flag = c->arg[1] != 0, .bias = c->arg[2] != 0, .bwd = c->arg[3] != 0,
-                  .T = c->arg[4], .in = c->arg[5], .out = c->arg[6]};
+                  .T = c->arg[4], .in = c->arg[5], .out = c->arg[6], .steps = c->arg[7] > 1 ? (int)c->arg[7] : 1};
     int64_t n = c->world, r = c->rank;
     s.col = s.kind == LAB2_COLUMN;
     s.xpar = !s.col && s.flag;
@@ -48,12 +48,50 @@ lab2_lin lab2_lin_of(const drv_case *c) {
     s.blen = s.col ? s.ol : s.out, s.b0 = s.r0;
     s.xcols = s.xpar ? s.il : s.in, s.x0 = s.xpar ? s.c0 : 0;
     s.ycols = s.ysplit ? s.ol : s.out, s.y0 = s.ysplit ? s.r0 : 0;
+    /* every view the API lets be strided is: only the row layer's y must be contiguous */
+    s.xld = s.xcols + LAB2_PAD, s.dyld = s.ycols + LAB2_PAD, s.dxld = s.xcols + LAB2_PAD;
+    s.yld = s.col ? s.ycols + LAB2_PAD : s.ycols;
     return s;
+}
+
+const char *lab2_step_slot(char *buf, size_t n, const char *name, int step) {
+    if (step <= 1) snprintf(buf, n, "%s", name);
+    else snprintf(buf, n, "%s.%d", name, step);
+    return buf;
+}
+
+/* Each call is given one tensor one column (or, for the MLP's forward, one row past its
+ * max_tokens) off its shape; the layer is valid (k = 8 n divides). */
+lab2_error_shapes lab2_error_shapes_of(const drv_case *c) {
+    int64_t n = c->world, k = 8 * n;
+    lab2_error_shapes e = {.k = k};
+    switch (c->arg[0]) {
+    case LAB2_E_ROW_FORWARD: /* row layer (k, k), input parallel: y one column too wide */
+        e.x[0] = 3, e.x[1] = k / n, e.y[0] = 3, e.y[1] = k + 1;
+        break;
+    case LAB2_E_COLUMN_FORWARD: /* column layer (k, k), split: y one column too wide */
+        e.x[0] = 3, e.x[1] = k, e.y[0] = 3, e.y[1] = k / n + 1;
+        break;
+    case LAB2_E_COLUMN_BACKWARD: /* column layer, split: dx one column too wide */
+        e.x[0] = 3, e.x[1] = k, e.dy[0] = 3, e.dy[1] = k / n, e.dx[0] = 3, e.dx[1] = k + 1;
+        break;
+    case LAB2_E_ROW_BACKWARD: /* row layer, input parallel: dx one column too wide */
+        e.x[0] = 3, e.x[1] = k / n, e.dy[0] = 3, e.dy[1] = k, e.dx[0] = 3, e.dx[1] = k / n + 1;
+        break;
+    case LAB2_E_MLP_FORWARD: /* MLP (k, 2k) of max_tokens 4: five tokens */
+        e.x[0] = 5, e.x[1] = k, e.y[0] = 5, e.y[1] = k;
+        break;
+    case LAB2_E_MLP_BACKWARD: /* after a valid forward of three tokens: dx one column too wide */
+        e.x[0] = 3, e.x[1] = k, e.dy[0] = 3, e.dy[1] = k, e.dx[0] = 3, e.dx[1] = k + 1;
+        break;
+    default: break; /* the inits get no tensor */
+    }
+    return e;
 }
 
 lab2_mlp lab2_mlp_of(const drv_case *c) {
     bool scaling = !strcmp(c->inst->test->name, "scaling"); /* arg = T, d, ffn; the others: bwd first */
-    lab2_mlp s = {.bwd = !scaling && c->arg[0] != 0};
+    lab2_mlp s = {.bwd = !scaling && c->arg[0] != 0, .steps = !scaling && c->arg[4] > 1 ? (int)c->arg[4] : 1};
     const int64_t *a = scaling ? c->arg : c->arg + 1;
     s.T = a[0], s.d = a[1], s.f = a[2], s.fl = s.f / c->world;
     return s;
@@ -113,6 +151,17 @@ static void plan_linear(const drv_test *t, drv_plan *p) {
                 memcpy(in->arg, a, sizeof a);
             }
     }
+    /* Two backward calls into the same gradients, from non-zero ones: they accumulate. */
+    const int64_t *sh = SHAPES[1];
+    for (int k = 0; k < 4; k++) {
+        bool col = KF[k][0] == LAB2_COLUMN;
+        drv_instance *in = drv_plan_add(p, t, "%s.bwd.%s.steps2.T%lld.in%lld.out%lld", col ? "column" : "row",
+                                        col ? (KF[k][1] ? "gather" : "split") : (KF[k][1] ? "parallel" : "full"),
+                                        (long long)sh[0], (long long)sh[1], (long long)sh[2]);
+        snprintf(in->group, sizeof in->group, "%s.bwd", col ? "column" : "row");
+        int64_t a[8] = {KF[k][0], KF[k][1], 1, 1, sh[0], sh[1], sh[2], 2};
+        memcpy(in->arg, a, sizeof a);
+    }
 }
 
 static void plan_mlp(const drv_test *t, drv_plan *p) {
@@ -126,14 +175,24 @@ static void plan_mlp(const drv_test *t, drv_plan *p) {
             int64_t a[4] = {bwd, sh[i][0], sh[i][1], sh[i][2]};
             memcpy(in->arg, a, sizeof a);
         }
+    /* two micro-batches: forward and backward twice, the gradients accumulating */
+    drv_instance *in = drv_plan_add(p, t, "mlp.bwd.steps2.T%lld.d%lld.ffn%lld", (long long)sh[0][0],
+                                    (long long)sh[0][1], (long long)sh[0][2]);
+    snprintf(in->group, sizeof in->group, "mlp.bwd");
+    int64_t a[5] = {1, sh[0][0], sh[0][1], sh[0][2], 2};
+    memcpy(in->arg, a, sizeof a);
 }
 
+/* Every error return tp_linear.h documents, provoked: a split dimension that does not
+ * divide (only at n > 1), and a tensor of the wrong shape for every call that takes one. */
 static void plan_errors(const drv_test *t, drv_plan *p) {
-    static const char *NAMES[4] = {"error.not_divisible.column", "error.not_divisible.row", "error.not_divisible.mlp",
-                                   "error.shape.row_forward"};
-    for (int i = pl_world() > 1 ? 0 : 3; i < 4; i++) {
+    static const char *NAMES[LAB2_E_COUNT] = {
+        "error.not_divisible.column", "error.not_divisible.row", "error.not_divisible.mlp",
+        "error.shape.row_forward", "error.shape.column_forward", "error.shape.column_backward",
+        "error.shape.row_backward", "error.shape.mlp_forward", "error.shape.mlp_backward"};
+    for (int i = pl_world() > 1 ? 0 : LAB2_E_ROW_FORWARD; i < LAB2_E_COUNT; i++) {
         drv_instance *in = drv_plan_add(p, t, "%s", NAMES[i]);
-        in->arg[0] = i, in->arg[1] = i < 3 ? LAB2_ERR_NOT_DIVISIBLE : LAB2_ERR_SHAPE;
+        in->arg[0] = i, in->arg[1] = i < LAB2_E_ROW_FORWARD ? LAB2_ERR_NOT_DIVISIBLE : LAB2_ERR_SHAPE;
     }
 }
 
@@ -155,9 +214,10 @@ static const drv_test TESTS[] = {
      .model = DRV_R(mlp_model), .teardown = DRV_R(lab2_teardown), .play = DRV_P(mlp_play),
      .release = DRV_P(lab2_release)},
     {.name = "errors", .group = "errors", .plan = plan_errors, .setup = DRV_R(err_setup), .check = DRV_R(err_check),
-     .teardown = DRV_R(lab2_teardown), .play = DRV_P(err_play), .release = DRV_P(lab2_release)},
+     .model = DRV_R(err_model), .teardown = DRV_R(lab2_teardown), .play = DRV_P(err_play),
+     .release = DRV_P(lab2_release)},
     {.name = "scaling", .group = "scaling", .plan = plan_scaling, .setup = DRV_R(scal_setup),
-     .check = DRV_R(scal_check), .perf = DRV_R(scal_perf), .refresh = DRV_R(scal_refresh),
+     .check = DRV_R(scal_check), .model = DRV_R(scal_model), .perf = DRV_R(scal_perf), .refresh = DRV_R(scal_refresh),
      .verify = DRV_R(scal_verify), .teardown = DRV_R(scal_teardown), .play = DRV_P(scal_play),
      .timed = DRV_P(scal_timed), .release = DRV_P(lab2_release)},
     {NULL},

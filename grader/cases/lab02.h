@@ -9,15 +9,19 @@
  * writes into this rank's slots: a player never holds a weight, input or gradient it could
  * use to compute another rank's share without communicating. Tensor ids as before.
  *
- * A linear case: arg = kind, flag (gather / input parallel), bias, backward, T, in, out.
+ * A linear case: arg = kind, flag (gather / input parallel), bias, backward, T, in, out,
+ * steps (0 or 1: one call; 2: two backward calls accumulating into the same gradients).
  * Slots: "iseed" (IN: the init seed), "status" (OUT: lab2_status), "counters" (OUT: the
- * call's own counters), "w_init"/"b_init" (OUT: the shard as init built it), "w"/"b" (IN:
- * the secret shard), "x" (IN: [T x xcols], ld = xcols + LAB2_X_PAD, the pad poisoned);
- * forward "y" (OUT [T x ycols]); backward "dy" (IN [T x ycols]), "dx" (OUT [T x xcols]),
- * "dw"/"db" (INOUT: the gradients before the call, then after).
- * An MLP case: arg = backward, T, d, ffn; the same for fc1 and fc2 ("w1", "b1", "w2",
- * "b2", their "_init" and "d" forms), "x"/"y" or "x"/"dy"/"dx" [T x d].
- * An error case: arg = which, the expected code; "x"/"y" for the shape error.
+ * last call's own counters), "w_init"/"b_init" (OUT: the shard as init built it), "w"/"b"
+ * (IN: the secret shard), "x" (IN: [T x xcols], ld = xcols + LAB2_PAD, the pad poisoned);
+ * forward "y" (OUT [T x ycols], strided like x for the column layer, whose API allows it);
+ * backward "dy" (IN) and "dx" (OUT), strided, and "dw"/"db" (INOUT: non-zero gradients
+ * before the calls, then after); a second step's "x.2", "dy.2", "dx.2".
+ * An MLP case: arg = backward, T, d, ffn, steps; the same for fc1 and fc2 ("w1", "b1",
+ * "w2", "b2", their "_init" and "d" forms), "x"/"y" or "x"/"dy"/"dx" [T x d] (contiguous,
+ * as the API wants them), a second step's forward and backward on "x.2", "dy.2", "dx.2".
+ * An error case: arg = which (lab2_errors), the expected code; its tensors "x", "y", "dy",
+ * "dx" as lab2_error_shapes says.
  * The scaling case: arg = T, d, ffn; the MLP's slots plus "trace" (OUT: lab2_trace).
  */
 #ifndef LAB02_CASES_H
@@ -30,12 +34,13 @@
 #include "driver.h"         // defines: drv_case, drv_test
 #include "pl_costmodel.h"   // defines: plc_op, plc_profile
 
-enum { LAB2_W_ID = 10, LAB2_MLP_ID = 20, LAB2_X_ID = 50, LAB2_DY_ID = 51 }; /* counter-RNG tensor ids */
+/* Counter-RNG tensor ids; a second step's inputs add LAB2_STEP_ID. */
+enum { LAB2_W_ID = 10, LAB2_MLP_ID = 20, LAB2_X_ID = 50, LAB2_DY_ID = 51, LAB2_GRAD0_ID = 60, LAB2_STEP_ID = 100 };
 enum { LAB2_SECRET = -1, LAB2_INIT = -2 }; /* the "ranks" of drv_case_seed for shared tensors */
 /* The API's codes and kinds (tp_linear.h; the player checks at compile time that they agree). */
 enum { LAB2_OK = 0, LAB2_ERR_NOT_DIVISIBLE = 1, LAB2_ERR_SHAPE = 2, LAB2_ERR_NOT_IMPLEMENTED = 3 };
 enum { LAB2_COLUMN = 0, LAB2_ROW = 1 };
-#define LAB2_X_PAD 3            /* inputs are strided views: ld = cols + 3 */
+#define LAB2_PAD 3              /* strided views (x, dy, dx, column y): ld = cols + 3 */
 #define LAB2_TRACE_OPS 4096     /* operations of the scaling step's trace, at most */
 const char *lab2_error_name(int code);
 
@@ -61,7 +66,7 @@ typedef struct {
 
 /* A linear case's shapes (n ranks, this rank r). */
 typedef struct {
-    int kind;
+    int kind, steps;
     bool flag, bias, bwd, col, xpar, ysplit;
     int64_t T, in, out;
     int64_t ol, il;       /* the shard w [ol x il]                 */
@@ -69,13 +74,26 @@ typedef struct {
     int64_t blen, b0;     /* the bias shard: length, first element */
     int64_t xcols, ycols; /* x [T x xcols] (ld + pad), y [T x ycols] */
     int64_t x0, y0;       /* their first column in the full x, y   */
+    int64_t xld, yld, dyld, dxld; /* the leading dimensions of x, y, dy, dx */
 } lab2_lin;
 lab2_lin lab2_lin_of(const drv_case *c);
 
 typedef struct {
     bool bwd;
+    int steps;
     int64_t T, d, f, fl;
 } lab2_mlp;
+
+/* The error cases: which call, on which layer, with which tensors (rows x cols each). */
+enum { LAB2_E_COLUMN_INIT, LAB2_E_ROW_INIT, LAB2_E_MLP_INIT, LAB2_E_ROW_FORWARD, LAB2_E_COLUMN_FORWARD,
+       LAB2_E_COLUMN_BACKWARD, LAB2_E_ROW_BACKWARD, LAB2_E_MLP_FORWARD, LAB2_E_MLP_BACKWARD, LAB2_E_COUNT };
+typedef struct {
+    int64_t k;                        /* 8 n: divides by n                                   */
+    int64_t x[2], y[2], dy[2], dx[2]; /* the tensors the call gets ({0, 0}: none)            */
+} lab2_error_shapes;
+lab2_error_shapes lab2_error_shapes_of(const drv_case *c);
+/* A second step's slot: "x" -> "x.2" (step 1: the name itself). */
+const char *lab2_step_slot(char *buf, size_t n, const char *name, int step);
 lab2_mlp lab2_mlp_of(const drv_case *c); /* the MLP and scaling cases */
 
 /* The flags. */
@@ -98,6 +116,8 @@ void mlp_check(drv_case *c);
 void mlp_model(drv_case *c, drv_model *m);
 void err_setup(drv_case *c);
 void err_check(drv_case *c);
+void err_model(drv_case *c, drv_model *m);
+void scal_model(drv_case *c, drv_model *m);
 void scal_setup(drv_case *c);
 void scal_check(drv_case *c);
 void scal_perf(drv_case *c);

@@ -62,6 +62,7 @@ void lin_play(drv_case *c) {
     lab2_play *p = drv_state(c, sizeof *p);
     tp_linear *l = &p->l;
     lab2_status st = {0};
+    char name[32];
     p->have_l = true;
     st.init_rc = tp_linear_init(l, (tp_kind)s.kind, s.in, s.out, s.bias, init_seed(c), LAB2_W_ID, pl_comm_world());
     if (!drv_everyone(st.init_rc == TP_OK)) goto out;
@@ -71,16 +72,24 @@ void lin_play(drv_case *c) {
     tp_copy_2d(slot_t(c, "w_init", s.ol, s.il, s.il), l->w, NULL);
     tp_copy_2d(l->w, slot_t(c, "w", s.ol, s.il, s.il), NULL);
     if (s.bias) copy_vec(drv_slot(c, "b_init"), l->b, s.blen), copy_vec(l->b, drv_slot(c, "b"), s.blen);
-    lin_args a = {.s = &s, .l = l, .x = slot_t(c, "x", s.T, s.xcols, s.xcols + LAB2_X_PAD)};
-    if (!s.bwd) {
-        a.y = slot_t(c, "y", s.T, s.ycols, s.ycols);
-    } else {
-        a.dy = slot_t(c, "dy", s.T, s.ycols, s.ycols), a.dx = slot_t(c, "dx", s.T, s.xcols, s.xcols);
+    if (s.bwd) {
         tp_copy_2d(l->dw, slot_t(c, "dw", s.ol, s.il, s.il), NULL);
         if (s.bias) copy_vec(l->db, drv_slot(c, "db"), s.blen);
     }
-    drv_measure_slot(c, "counters", lin_call, &a);
-    st.call_rc = a.rc, st.called = 1;
+    /* the calls, the last one measured (a second step accumulates into the same gradients) */
+    for (int k = 1; k <= s.steps; k++) {
+        lin_args a = {.s = &s, .l = l, .x = slot_t(c, lab2_step_slot(name, sizeof name, "x", k), s.T, s.xcols, s.xld)};
+        if (!s.bwd) {
+            a.y = slot_t(c, "y", s.T, s.ycols, s.yld);
+        } else {
+            a.dy = slot_t(c, lab2_step_slot(name, sizeof name, "dy", k), s.T, s.ycols, s.dyld);
+            a.dx = slot_t(c, lab2_step_slot(name, sizeof name, "dx", k), s.T, s.xcols, s.dxld);
+        }
+        if (k == s.steps) drv_measure_slot(c, "counters", lin_call, &a);
+        else lin_call(&a);
+        if (!st.call_rc) st.call_rc = a.rc;
+    }
+    st.called = 1;
     if (s.bwd) {
         tp_copy_2d(slot_t(c, "dw", s.ol, s.il, s.il), l->dw, NULL);
         if (s.bias) copy_vec(drv_slot(c, "db"), l->db, s.blen);
@@ -147,19 +156,30 @@ void mlp_play(drv_case *c) {
     p->have_m = true;
     st.init_rc = tp_mlp_init(&p->m, s.d, s.f, s.T, init_seed(c), LAB2_MLP_ID, pl_comm_world());
     if (!drv_everyone(st.init_rc == TP_OK) || !mlp_ready(c, &s, &p->m, &st)) goto out;
-    mlp_args a = {.m = &p->m, .bwd = s.bwd, .x = slot_t(c, "x", s.T, s.d, s.d)};
+    char name[32];
     if (!s.bwd) {
-        a.y = slot_t(c, "y", s.T, s.d, s.d);
-    } else {
-        p->y_fwd = pl_malloc_floats((size_t)(s.T * s.d));
-        st.fwd_rc = tp_mlp_forward(&p->m, a.x, pl_tensor_view(p->y_fwd, s.T, s.d), NULL);
-        if (!drv_everyone(st.fwd_rc == TP_OK)) goto out;
-        a.dy = slot_t(c, "dy", s.T, s.d, s.d), a.dx = slot_t(c, "dx", s.T, s.d, s.d);
-        mlp_grads(c, &s, &p->m, true);
+        mlp_args a = {.m = &p->m, .x = slot_t(c, "x", s.T, s.d, s.d), .y = slot_t(c, "y", s.T, s.d, s.d)};
+        drv_measure_slot(c, "counters", mlp_call, &a);
+        st.call_rc = a.rc, st.called = 1;
+        goto out;
     }
-    drv_measure_slot(c, "counters", mlp_call, &a);
-    st.call_rc = a.rc, st.called = 1;
-    if (s.bwd) mlp_grads(c, &s, &p->m, false);
+    /* each step: a forward (backward needs it), then the backward, the last one measured;
+     * the gradients accumulate over the steps */
+    p->y_fwd = pl_malloc_floats((size_t)(s.T * s.d));
+    mlp_grads(c, &s, &p->m, true);
+    for (int k = 1; k <= s.steps; k++) {
+        mlp_args a = {.m = &p->m, .bwd = true, .x = slot_t(c, lab2_step_slot(name, sizeof name, "x", k), s.T, s.d, s.d)};
+        int rc = tp_mlp_forward(&p->m, a.x, pl_tensor_view(p->y_fwd, s.T, s.d), NULL);
+        if (!st.fwd_rc) st.fwd_rc = rc;
+        if (!drv_everyone(rc == TP_OK)) goto out;
+        a.dy = slot_t(c, lab2_step_slot(name, sizeof name, "dy", k), s.T, s.d, s.d);
+        a.dx = slot_t(c, lab2_step_slot(name, sizeof name, "dx", k), s.T, s.d, s.d);
+        if (k == s.steps) drv_measure_slot(c, "counters", mlp_call, &a);
+        else mlp_call(&a);
+        if (!st.call_rc) st.call_rc = a.rc;
+    }
+    st.called = 1;
+    mlp_grads(c, &s, &p->m, false);
 out:
     put_status(c, &st);
 }
@@ -173,17 +193,33 @@ typedef struct {
     int rc;
 } err_args;
 
+/* A slot as the view the case gives the call. */
+static pl_tensor err_t(drv_case *c, const char *name, const int64_t *shape) {
+    return slot_t(c, name, shape[0], shape[1], shape[1]);
+}
+
 static void err_call(void *arg) {
     err_args *a = arg;
-    int64_t n = a->c->world, k = 8 * n;
+    drv_case *c = a->c;
+    lab2_error_shapes e = lab2_error_shapes_of(c);
+    int64_t k = e.k;
     pl_comm *w = pl_comm_world();
-    switch (a->c->arg[0]) {
-    case 0: a->rc = tp_linear_init(&a->p->l, TP_COLUMN, k, k + 1, true, a->seed, LAB2_W_ID, w); break;
-    case 1: a->rc = tp_linear_init(&a->p->l, TP_ROW, k + 1, k, true, a->seed, LAB2_W_ID, w); break;
-    case 2: a->rc = tp_mlp_init(&a->p->m, k, k + 1, 4, a->seed, LAB2_MLP_ID, w); break;
+    tp_linear *l = &a->p->l;
+    switch (c->arg[0]) {
+    case LAB2_E_COLUMN_INIT: a->rc = tp_linear_init(l, TP_COLUMN, k, k + 1, true, a->seed, LAB2_W_ID, w); break;
+    case LAB2_E_ROW_INIT: a->rc = tp_linear_init(l, TP_ROW, k + 1, k, true, a->seed, LAB2_W_ID, w); break;
+    case LAB2_E_MLP_INIT: a->rc = tp_mlp_init(&a->p->m, k, k + 1, 4, a->seed, LAB2_MLP_ID, w); break;
+    case LAB2_E_ROW_FORWARD: a->rc = tp_row_forward(l, err_t(c, "x", e.x), err_t(c, "y", e.y), true, NULL); break;
+    case LAB2_E_COLUMN_FORWARD: a->rc = tp_column_forward(l, err_t(c, "x", e.x), err_t(c, "y", e.y), false, NULL); break;
+    case LAB2_E_COLUMN_BACKWARD:
+        a->rc = tp_column_backward(l, err_t(c, "x", e.x), err_t(c, "dy", e.dy), err_t(c, "dx", e.dx), false, NULL);
+        break;
+    case LAB2_E_ROW_BACKWARD:
+        a->rc = tp_row_backward(l, err_t(c, "x", e.x), err_t(c, "dy", e.dy), err_t(c, "dx", e.dx), true, NULL);
+        break;
+    case LAB2_E_MLP_FORWARD: a->rc = tp_mlp_forward(&a->p->m, err_t(c, "x", e.x), err_t(c, "y", e.y), NULL); break;
     default:
-        a->rc = tp_row_forward(&a->p->l, slot_t(a->c, "x", 3, k / n, k / n), slot_t(a->c, "y", 3, k + 1, k + 1), true,
-                               NULL);
+        a->rc = tp_mlp_backward(&a->p->m, err_t(c, "x", e.x), err_t(c, "dy", e.dy), err_t(c, "dx", e.dx), NULL);
     }
 }
 
@@ -191,11 +227,22 @@ void err_play(drv_case *c) {
     lab2_play *p = drv_state(c, sizeof *p);
     lab2_status st = {0};
     err_args a = {.c = c, .p = p, .seed = init_seed(c)};
+    lab2_error_shapes e = lab2_error_shapes_of(c);
+    int which = (int)c->arg[0];
+    pl_comm *w = pl_comm_world();
     p->have_l = p->have_m = true;
-    if (c->arg[0] == 3) { /* a valid row layer first */
-        int64_t k = 8 * c->world;
-        st.init_rc = tp_linear_init(&p->l, TP_ROW, k, k, true, a.seed, LAB2_W_ID, pl_comm_world());
-        if (!drv_everyone(st.init_rc == TP_OK)) goto out;
+    /* the shape errors: a valid layer first (and for the MLP's backward, a valid forward) */
+    if (which == LAB2_E_ROW_FORWARD || which == LAB2_E_ROW_BACKWARD)
+        st.init_rc = tp_linear_init(&p->l, TP_ROW, e.k, e.k, true, a.seed, LAB2_W_ID, w);
+    else if (which == LAB2_E_COLUMN_FORWARD || which == LAB2_E_COLUMN_BACKWARD)
+        st.init_rc = tp_linear_init(&p->l, TP_COLUMN, e.k, e.k, true, a.seed, LAB2_W_ID, w);
+    else if (which >= LAB2_E_MLP_FORWARD)
+        st.init_rc = tp_mlp_init(&p->m, e.k, 2 * e.k, 4, a.seed, LAB2_MLP_ID, w);
+    if (!drv_everyone(st.init_rc == TP_OK)) goto out;
+    if (which == LAB2_E_MLP_BACKWARD) {
+        p->y_fwd = pl_malloc_floats((size_t)(e.x[0] * e.x[1]));
+        st.fwd_rc = tp_mlp_forward(&p->m, err_t(c, "x", e.x), pl_tensor_view(p->y_fwd, e.x[0], e.x[1]), NULL);
+        if (!drv_everyone(st.fwd_rc == TP_OK)) goto out;
     }
     drv_measure_slot(c, "counters", err_call, &a);
     st.call_rc = a.rc, st.called = 1;

@@ -134,14 +134,33 @@ static bool api_ok(drv_case *c, int rc, const char *what) { return drv_all_ok(c,
 
 /* ---- linear layers ------------------------------------------------------------------------ */
 
+/* The elements between the columns and the leading dimension of an OUT view must keep their
+ * poison: a call writes its [rows x cols] and nothing beside it (a model's neighbouring
+ * columns live there). */
+static void check_pad(drv_case *c, const char *slot, int64_t rows, int64_t cols, int64_t ld) {
+    const uint32_t *p = drv_slot_host(c, slot);
+    double bad = 0;
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = cols; j < ld; j++) bad += p[i * ld + j] != 0x7FC0DEADu;
+    double total = drv_sum(bad);
+    if (total > 0)
+        drv_fail(c, "the call wrote %.0f element(s) of '%s' between its %lld columns and its leading dimension %lld "
+                    "(a strided view: write only its [rows x cols])", total, slot, (long long)cols, (long long)ld);
+}
+
+/* Initial gradients: not zero, so that a call that overwrites them shows. */
+static float *grad0(int64_t rows, int64_t cols, uint64_t seed, uint64_t id) {
+    return lab2_master(rows, cols, seed, LAB2_GRAD0_ID + id, false, 0);
+}
+
 void lin_setup(drv_case *c) {
     lab2_lin s = lab2_lin_of(c);
     lab2_case *st = drv_state(c, sizeof *st);
     uint64_t sec = drv_case_seed(c, LAB2_SECRET, 0);
     float bound = lab2_init_bound(s.in);
+    char name[32];
     st->W = lab2_master(s.out, s.in, sec, LAB2_W_ID, true, bound);
     st->b = lab2_master(1, s.out, sec, LAB2_W_ID + 1, true, bound);
-    st->x = lab2_master(s.T, s.in, sec, LAB2_X_ID, false, 0);
     common_slots(c);
     drv_slot_new(c, "w_init", (size_t)(s.ol * s.il) * sizeof(float), DRV_OUT);
     block_slot(c, "w", DRV_IN | DRV_CONST, st->W, s.in, s.r0, s.ol, s.c0, s.il, 0, 0);
@@ -149,22 +168,32 @@ void lin_setup(drv_case *c) {
         drv_slot_new(c, "b_init", (size_t)s.blen * sizeof(float), DRV_OUT);
         block_slot(c, "b", DRV_IN | DRV_CONST, st->b, s.out, 0, 1, s.b0, s.blen, 0, 0);
     }
-    /* inputs are strided views (ld > cols), as a real model would pass */
-    block_slot(c, "x", DRV_IN | DRV_CONST, st->x, s.in, 0, s.T, s.x0, s.xcols, LAB2_X_PAD, 0);
-    if (!s.bwd) {
-        drv_slot_new(c, "y", (size_t)(s.T * s.ycols) * sizeof(float), DRV_OUT);
-        return;
+    /* inputs and outputs are strided views (ld > cols) wherever the API allows, as a real
+     * model passes them; a case of two steps has the second step's beside the first's */
+    for (int k = 1; k <= s.steps; k++) {
+        uint64_t more = (uint64_t)(k - 1) * LAB2_STEP_ID;
+        float *x = lab2_master(s.T, s.in, sec, LAB2_X_ID + more, false, 0);
+        block_slot(c, lab2_step_slot(name, sizeof name, "x", k), DRV_IN | DRV_CONST, x, s.in, 0, s.T, s.x0, s.xcols,
+                   s.xld - s.xcols, 0);
+        if (k == 1) st->x = x;
+        else free(x);
+        if (!s.bwd) {
+            drv_slot_new(c, "y", (size_t)(s.T * s.yld) * sizeof(float), DRV_OUT);
+            continue;
+        }
+        float *dy = lab2_master(s.T, s.out, sec, LAB2_DY_ID + more, false, 0);
+        block_slot(c, lab2_step_slot(name, sizeof name, "dy", k), DRV_IN | DRV_CONST, dy, s.out, 0, s.T, s.y0, s.ycols,
+                   s.dyld - s.ycols, 0);
+        if (k == 1) st->dy = dy;
+        else free(dy);
+        drv_slot_new(c, lab2_step_slot(name, sizeof name, "dx", k), (size_t)(s.T * s.dxld) * sizeof(float), DRV_OUT);
     }
-    st->dy = lab2_master(s.T, s.out, sec, LAB2_DY_ID, false, 0);
-    block_slot(c, "dy", DRV_IN | DRV_CONST, st->dy, s.out, 0, s.T, s.y0, s.ycols, 0, 0);
-    drv_slot_new(c, "dx", (size_t)(s.T * s.xcols) * sizeof(float), DRV_OUT);
-    /* gradients accumulate: they start at 0.25 */
-    float *dw = drv_slot_new(c, "dw", (size_t)(s.ol * s.il) * sizeof(float), DRV_INOUT);
-    for (int64_t i = 0; i < s.ol * s.il; i++) dw[i] = 0.25f;
-    if (s.bias) {
-        float *db = drv_slot_new(c, "db", (size_t)s.blen * sizeof(float), DRV_INOUT);
-        for (int64_t i = 0; i < s.blen; i++) db[i] = 0.25f;
-    }
+    if (!s.bwd) return;
+    /* gradients accumulate: they start from the referee's */
+    float *gw = grad0(s.out, s.in, sec, 0), *gb = grad0(1, s.out, sec, 1);
+    block_slot(c, "dw", DRV_INOUT, gw, s.in, s.r0, s.ol, s.c0, s.il, 0, 0);
+    if (s.bias) block_slot(c, "db", DRV_INOUT, gb, s.out, 0, 1, s.b0, s.blen, 0, 0);
+    free(gw), free(gb);
 }
 
 /* The layer init built: its shapes, then its shard bit for bit. False: judged, stop. */
@@ -196,33 +225,58 @@ void lin_check(drv_case *c) {
     lab2_lin s = lab2_lin_of(c);
     lab2_status ps = status_of(c);
     if (!lin_init_ok(c, &s, &ps) || drv_min(ps.called != 0) == 0) return;
-    drv_use_counters(c, "counters"); /* model() judges the call alone */
+    drv_use_counters(c, "counters"); /* model() judges the (last) call alone */
     const char *what = s.bwd ? (s.col ? "tp_column_backward" : "tp_row_backward")
                              : (s.col ? "tp_column_forward" : "tp_row_forward");
     if (!api_ok(c, ps.call_rc, what)) return;
     if (!s.bwd) {
         float *y = zeros(s.T * s.out);
         ref_fwd(s.T, s.in, s.out, st->x, st->W, s.bias ? st->b : NULL, y);
-        check_block(c, "y", "y", y, s.out, 0, s.T, s.y0, s.ycols, 0, false);
-        free(y);
+        float *e = block(y, s.out, 0, s.T, s.y0, s.ycols, 0);
+        drv_check_strided(c, "y", drv_slot_host(c, "y"), (size_t)s.yld, e, (size_t)s.T, (size_t)s.ycols, false);
+        check_pad(c, "y", s.T, s.ycols, s.yld);
+        free(e), free(y);
         return;
     }
-    float *dx = zeros(s.T * s.in), *dW = zeros(s.out * s.in), *db = zeros(s.out);
-    ref_bwd(s.T, s.in, s.out, st->x, st->W, st->dy, dx, dW, db);
-    check_block(c, "dx", "dx", dx, s.in, 0, s.T, s.x0, s.xcols, 0, false);
-    check_block(c, "dw (accumulated onto 0.25)", "dw", dW, s.in, s.r0, s.ol, s.c0, s.il, 0.25f, false);
-    if (s.bias) check_block(c, "db (accumulated onto 0.25)", "db", db, s.out, 0, 1, s.b0, s.blen, 0.25f, false);
-    free(dx), free(dW), free(db);
+    uint64_t sec = drv_case_seed(c, LAB2_SECRET, 0);
+    float *dW = grad0(s.out, s.in, sec, 0), *db = grad0(1, s.out, sec, 1); /* the gradients start there */
+    float *dx = zeros(s.T * s.in), *dWk = zeros(s.out * s.in), *dbk = zeros(s.out);
+    char name[32], what_dx[32];
+    for (int k = 1; k <= s.steps; k++) {
+        uint64_t more = (uint64_t)(k - 1) * LAB2_STEP_ID;
+        float *x = k == 1 ? st->x : lab2_master(s.T, s.in, sec, LAB2_X_ID + more, false, 0);
+        float *dy = k == 1 ? st->dy : lab2_master(s.T, s.out, sec, LAB2_DY_ID + more, false, 0);
+        ref_bwd(s.T, s.in, s.out, x, st->W, dy, dx, dWk, dbk);
+        for (int64_t i = 0; i < s.out * s.in; i++) dW[i] += dWk[i];
+        for (int64_t i = 0; i < s.out; i++) db[i] += dbk[i];
+        float *e = block(dx, s.in, 0, s.T, s.x0, s.xcols, 0);
+        lab2_step_slot(name, sizeof name, "dx", k);
+        if (s.steps > 1) snprintf(what_dx, sizeof what_dx, "dx of call %d", k);
+        else snprintf(what_dx, sizeof what_dx, "dx");
+        drv_check_strided(c, what_dx, drv_slot_host(c, name), (size_t)s.dxld, e, (size_t)s.T, (size_t)s.xcols, false);
+        check_pad(c, name, s.T, s.xcols, s.dxld);
+        free(e);
+        if (k > 1) free(x), free(dy);
+    }
+    const char *acc = s.steps > 1 ? "accumulated over the calls onto the initial gradients" : "accumulated onto the initial gradients";
+    char what_w[96], what_b[96];
+    snprintf(what_w, sizeof what_w, "dw (%s)", acc);
+    snprintf(what_b, sizeof what_b, "db (%s)", acc);
+    check_block(c, what_w, "dw", dW, s.in, s.r0, s.ol, s.c0, s.il, 0, false);
+    if (s.bias) check_block(c, what_b, "db", db, s.out, 0, 1, s.b0, s.blen, 0, false);
+    free(dx), free(dW), free(db), free(dWk), free(dbk);
 }
 
 /* Forward: column-gather one all-gather, row one all-reduce (S = T*out floats); backward:
  * column one all-reduce of dx, row-full one all-gather of dx, row-parallel nothing.
  * Rubric items column.*, row.*: collectives, point-to-point and GEMM flops are the
- * player's own counters of the call. */
+ * player's own counters of the call, device memory in use before and after the case its
+ * own accounting. */
 void lin_model(drv_case *c, drv_model *m) {
     lab2_lin s = lab2_lin_of(c);
     int n = c->world;
     m->no_p2p = true;
+    m->no_leak = true;
     m->gemm_flops = (s.bwd ? 4.0 : 2.0) * s.T * s.in * s.out / n;
     if (n == 1 && c->m.coll_total == 0) return; /* one rank alone has nothing to send */
     m->exact_collectives = true;
@@ -252,29 +306,71 @@ void lab2_mlp_shard_slots(drv_case *c, const lab2_mlp *s, uint64_t seed) {
     block_slot(c, "b2", DRV_IN | DRV_CONST, st->B2, s->d, 0, 1, 0, s->d, 0, 0);
 }
 
+/* The MLP's four initial gradients (masters of fc1 w, b; fc2 w, b). */
+static void mlp_grad0(const lab2_mlp *s, uint64_t seed, float **g) {
+    g[0] = grad0(s->f, s->d, seed, 2), g[1] = grad0(1, s->f, seed, 3);
+    g[2] = grad0(s->d, s->f, seed, 4), g[3] = grad0(1, s->d, seed, 5);
+}
+
 void mlp_setup(drv_case *c) {
     lab2_mlp s = lab2_mlp_of(c);
     lab2_case *st = drv_state(c, sizeof *st);
     uint64_t sec = drv_case_seed(c, LAB2_SECRET, 0);
+    char name[32];
     common_slots(c);
     lab2_mlp_shard_slots(c, &s, sec);
     const char *init[4] = {"w1_init", "b1_init", "w2_init", "b2_init"};
     int64_t n[4] = {s.fl * s.d, s.fl, s.d * s.fl, s.d};
     for (int i = 0; i < 4; i++) drv_slot_new(c, init[i], (size_t)n[i] * sizeof(float), DRV_OUT);
-    st->x = lab2_master(s.T, s.d, sec, LAB2_X_ID, false, 0);
-    block_slot(c, "x", DRV_IN | DRV_CONST, st->x, s.d, 0, s.T, 0, s.d, 0, 0);
-    if (!s.bwd) {
-        drv_slot_new(c, "y", (size_t)(s.T * s.d) * sizeof(float), DRV_OUT);
-        return;
+    for (int k = 1; k <= s.steps; k++) {
+        uint64_t more = (uint64_t)(k - 1) * LAB2_STEP_ID;
+        float *x = lab2_master(s.T, s.d, sec, LAB2_X_ID + more, false, 0);
+        block_slot(c, lab2_step_slot(name, sizeof name, "x", k), DRV_IN | DRV_CONST, x, s.d, 0, s.T, 0, s.d, 0, 0);
+        if (k == 1) st->x = x;
+        else free(x);
+        if (!s.bwd) {
+            drv_slot_new(c, "y", (size_t)(s.T * s.d) * sizeof(float), DRV_OUT);
+            continue;
+        }
+        float *dy = lab2_master(s.T, s.d, sec, LAB2_DY_ID + more, false, 0);
+        block_slot(c, lab2_step_slot(name, sizeof name, "dy", k), DRV_IN | DRV_CONST, dy, s.d, 0, s.T, 0, s.d, 0, 0);
+        if (k == 1) st->dy = dy;
+        else free(dy);
+        drv_slot_new(c, lab2_step_slot(name, sizeof name, "dx", k), (size_t)(s.T * s.d) * sizeof(float), DRV_OUT);
     }
-    st->dy = lab2_master(s.T, s.d, sec, LAB2_DY_ID, false, 0);
-    block_slot(c, "dy", DRV_IN | DRV_CONST, st->dy, s.d, 0, s.T, 0, s.d, 0, 0);
-    drv_slot_new(c, "dx", (size_t)(s.T * s.d) * sizeof(float), DRV_OUT);
-    const char *grad[4] = {"dw1", "db1", "dw2", "db2"};
-    for (int i = 0; i < 4; i++) {
-        float *g = drv_slot_new(c, grad[i], (size_t)n[i] * sizeof(float), DRV_INOUT);
-        for (int64_t k = 0; k < n[i]; k++) g[k] = 0.25f; /* gradients accumulate */
+    if (!s.bwd) return;
+    float *g[4];
+    mlp_grad0(&s, sec, g);
+    int64_t r0 = c->rank * s.fl;
+    block_slot(c, "dw1", DRV_INOUT, g[0], s.d, r0, s.fl, 0, s.d, 0, 0); /* gradients accumulate */
+    block_slot(c, "db1", DRV_INOUT, g[1], s.f, 0, 1, r0, s.fl, 0, 0);
+    block_slot(c, "dw2", DRV_INOUT, g[2], s.f, 0, s.d, r0, s.fl, 0, 0);
+    block_slot(c, "db2", DRV_INOUT, g[3], s.d, 0, 1, 0, s.d, 0, 0);
+    for (int i = 0; i < 4; i++) free(g[i]);
+}
+
+/* The serial MLP on x: h = fc1(x), a = gelu(h), y = fc2(a); with dy also dx and the
+ * gradients added into g (fc1 w, b; fc2 w, b). */
+static void mlp_ref(const lab2_case *st, const lab2_mlp *s, const float *x, const float *dy, float *y, float *dx,
+                    float **g) {
+    int64_t T = s->T, d = s->d, f = s->f;
+    float *h = zeros(T * f), *a = zeros(T * f);
+    ref_fwd(T, d, f, x, st->W1, st->B1, h);
+    for (int64_t i = 0; i < T * f; i++) a[i] = (float)gelu_d(h[i]);
+    ref_fwd(T, f, d, a, st->W2, st->B2, y);
+    if (dy) {
+        float *da = zeros(T * f), *k[4] = {zeros(f * d), zeros(f), zeros(d * f), zeros(d)};
+        int64_t n[4] = {f * d, f, d * f, d};
+        ref_bwd(T, f, d, a, st->W2, dy, da, k[2], k[3]);
+        for (int64_t i = 0; i < T * f; i++) da[i] = (float)(da[i] * gelu_grad_d(h[i]));
+        ref_bwd(T, d, f, x, st->W1, da, dx, k[0], k[1]);
+        for (int i = 0; i < 4; i++) {
+            for (int64_t j = 0; j < n[i]; j++) g[i][j] += k[i][j];
+            free(k[i]);
+        }
+        free(da);
     }
+    free(h), free(a);
 }
 
 void mlp_check(drv_case *c) {
@@ -293,44 +389,51 @@ void mlp_check(drv_case *c) {
                  ps.w_data && ps.b_data && ps.grads_ok ? "yes" : "no");
         return;
     }
-    int64_t r0 = c->rank * s.fl;
-    float b1 = lab2_init_bound(s.d), b2 = lab2_init_bound(s.f);
-    check_init(c, "fc1 shard w (tp_mlp_init)", "w1_init", s.fl, s.d, s.d, r0, 0, LAB2_MLP_ID, b1);
-    check_init(c, "fc1 shard b (tp_mlp_init)", "b1_init", 1, s.fl, s.f, 0, r0, LAB2_MLP_ID + 1, b1);
-    check_init(c, "fc2 shard w (tp_mlp_init)", "w2_init", s.d, s.fl, s.f, 0, r0, LAB2_MLP_ID + 2, b2);
-    check_init(c, "fc2 b (tp_mlp_init)", "b2_init", 1, s.d, s.d, 0, 0, LAB2_MLP_ID + 3, b2);
+    int64_t r0 = c->rank * s.fl, T = s.T, d = s.d, f = s.f, fl = s.fl;
+    float b1 = lab2_init_bound(d), b2 = lab2_init_bound(f);
+    check_init(c, "fc1 shard w (tp_mlp_init)", "w1_init", fl, d, d, r0, 0, LAB2_MLP_ID, b1);
+    check_init(c, "fc1 shard b (tp_mlp_init)", "b1_init", 1, fl, f, 0, r0, LAB2_MLP_ID + 1, b1);
+    check_init(c, "fc2 shard w (tp_mlp_init)", "w2_init", d, fl, f, 0, r0, LAB2_MLP_ID + 2, b2);
+    check_init(c, "fc2 b (tp_mlp_init)", "b2_init", 1, d, d, 0, 0, LAB2_MLP_ID + 3, b2);
     if (s.bwd && !api_ok(c, ps.fwd_rc, "tp_mlp_forward")) return; /* backward needs it */
     if (drv_min(ps.called != 0) == 0) return;
     drv_use_counters(c, "counters");
     if (!api_ok(c, ps.call_rc, s.bwd ? "tp_mlp_backward" : "tp_mlp_forward")) return;
-    int64_t T = s.T, d = s.d, f = s.f, fl = s.fl;
-    float *h = zeros(T * f), *a = zeros(T * f), *y = zeros(T * d);
-    ref_fwd(T, d, f, st->x, st->W1, st->B1, h);
-    for (int64_t i = 0; i < T * f; i++) a[i] = (float)gelu_d(h[i]);
-    ref_fwd(T, f, d, a, st->W2, st->B2, y);
+    float *y = zeros(T * d), *dx = zeros(T * d);
     if (!s.bwd) {
+        mlp_ref(st, &s, st->x, NULL, y, NULL, NULL);
         check_block(c, "y", "y", y, d, 0, T, 0, d, 0, false);
-    } else {
-        float *da = zeros(T * f), *dx = zeros(T * d), *dW1 = zeros(f * d), *db1 = zeros(f), *dW2 = zeros(d * f),
-              *db2 = zeros(d);
-        ref_bwd(T, f, d, a, st->W2, st->dy, da, dW2, db2);
-        for (int64_t i = 0; i < T * f; i++) da[i] = (float)(da[i] * gelu_grad_d(h[i]));
-        ref_bwd(T, d, f, st->x, st->W1, da, dx, dW1, db1);
-        check_block(c, "dx", "dx", dx, d, 0, T, 0, d, 0, false);
-        check_block(c, "fc1 dw", "dw1", dW1, d, r0, fl, 0, d, 0.25f, false);
-        check_block(c, "fc1 db", "db1", db1, f, 0, 1, r0, fl, 0.25f, false);
-        check_block(c, "fc2 dw", "dw2", dW2, f, 0, d, r0, fl, 0.25f, false);
-        check_block(c, "fc2 db", "db2", db2, d, 0, 1, 0, d, 0.25f, false);
-        free(da), free(dx), free(dW1), free(db1), free(dW2), free(db2);
+        free(y), free(dx);
+        return;
     }
-    free(h), free(a), free(y);
+    uint64_t sec = drv_case_seed(c, LAB2_SECRET, 0);
+    float *g[4];
+    mlp_grad0(&s, sec, g); /* the gradients start there */
+    char name[32], what[32];
+    for (int k = 1; k <= s.steps; k++) {
+        uint64_t more = (uint64_t)(k - 1) * LAB2_STEP_ID;
+        float *x = k == 1 ? st->x : lab2_master(T, d, sec, LAB2_X_ID + more, false, 0);
+        float *dy = k == 1 ? st->dy : lab2_master(T, d, sec, LAB2_DY_ID + more, false, 0);
+        mlp_ref(st, &s, x, dy, y, dx, g);
+        if (s.steps > 1) snprintf(what, sizeof what, "dx of step %d", k);
+        else snprintf(what, sizeof what, "dx");
+        check_block(c, what, lab2_step_slot(name, sizeof name, "dx", k), dx, d, 0, T, 0, d, 0, false);
+        if (k > 1) free(x), free(dy);
+    }
+    check_block(c, "fc1 dw", "dw1", g[0], d, r0, fl, 0, d, 0, false);
+    check_block(c, "fc1 db", "db1", g[1], f, 0, 1, r0, fl, 0, false);
+    check_block(c, "fc2 dw", "dw2", g[2], f, 0, d, r0, fl, 0, false);
+    check_block(c, "fc2 db", "db2", g[3], d, 0, 1, 0, d, 0, false);
+    for (int i = 0; i < 4; i++) free(g[i]);
+    free(y), free(dx);
 }
 
 /* One all-reduce each way; 4 T d f / n GEMM flops forward, twice that backward (rubric item
- * mlp: the player's counters of the call). */
+ * mlp: the player's counters of the call, its memory in use for the leak). */
 void mlp_model(drv_case *c, drv_model *m) {
     lab2_mlp s = lab2_mlp_of(c);
     m->no_p2p = true;
+    m->no_leak = true;
     m->gemm_flops = (s.bwd ? 8.0 : 4.0) * s.T * s.d * s.f / c->world;
     if (c->world == 1 && c->m.coll_total == 0) return;
     m->exact_collectives = true;
@@ -342,13 +445,23 @@ void mlp_model(drv_case *c, drv_model *m) {
 
 void err_setup(drv_case *c) {
     lab2_case *st = drv_state(c, sizeof *st);
+    lab2_error_shapes e = lab2_error_shapes_of(c);
+    uint64_t sec = drv_case_seed(c, LAB2_SECRET, 0);
     common_slots(c);
-    if (c->arg[0] != 3) return;
-    /* a row layer whose forward is then given a y one column too wide */
-    int64_t k = 8 * c->world;
-    st->x = lab2_master(3, k, drv_case_seed(c, LAB2_SECRET, 0), LAB2_X_ID, false, 0);
-    block_slot(c, "x", DRV_IN | DRV_CONST, st->x, k, 0, 3, 0, k / c->world, 0, 0);
-    drv_slot_new(c, "y", (size_t)(3 * (k + 1)) * sizeof(float), DRV_OUT);
+    const char *names[4] = {"x", "dy", "y", "dx"};
+    const int64_t *shape[4] = {e.x, e.dy, e.y, e.dx};
+    for (int i = 0; i < 4; i++) {
+        if (!shape[i][0]) continue;
+        size_t bytes = (size_t)(shape[i][0] * shape[i][1]) * sizeof(float);
+        if (i >= 2) {
+            drv_slot_new(c, names[i], bytes, DRV_OUT);
+            continue;
+        }
+        float *m = lab2_master(shape[i][0], shape[i][1], sec, i ? LAB2_DY_ID : LAB2_X_ID, false, 0);
+        memcpy(drv_slot_new(c, names[i], bytes, DRV_IN | DRV_CONST), m, bytes);
+        if (i == 0) st->x = m;
+        else st->dy = m;
+    }
 }
 
 /* Rubric item errors: the code is the player's return value; "did nothing else" rests on
@@ -356,8 +469,11 @@ void err_setup(drv_case *c) {
 void err_check(drv_case *c) {
     if (!c->ran) return;
     lab2_status ps = status_of(c);
-    int want = (int)c->arg[1];
-    if (c->arg[0] == 3 && !api_ok(c, ps.init_rc, "tp_linear_init of a valid layer")) return;
+    int want = (int)c->arg[1], which = (int)c->arg[0];
+    if (which >= LAB2_E_ROW_FORWARD &&
+        !api_ok(c, ps.init_rc, which >= LAB2_E_MLP_FORWARD ? "tp_mlp_init of a valid MLP" : "tp_linear_init of a valid layer"))
+        return;
+    if (which == LAB2_E_MLP_BACKWARD && !api_ok(c, ps.fwd_rc, "tp_mlp_forward of a valid input")) return;
     if (drv_min(ps.called != 0) == 0) return;
     drv_use_counters(c, "counters");
     drv_counters k = drv_counters_of(c, "counters");
@@ -367,10 +483,16 @@ void err_check(drv_case *c) {
                  lab2_error_name(want));
         return;
     }
-    bool leak = c->arg[0] != 3 && k.mem_after != k.mem_before;
+    bool leak = k.mem_after != k.mem_before;
     double comm = drv_max((double)c->m.coll_total + (double)c->m.msgs_sent), gemms = drv_max((double)c->m.gemm_calls);
     if (comm > 0 || gemms > 0)
         drv_fail(c, "returned the error but still communicated or computed (%.0f comm ops, %.0f GEMMs)", comm, gemms);
     else if (drv_max(leak) > 0) drv_fail(c, "returned the error but left device memory allocated");
     else drv_note(c, "returned %d (%s) and did nothing else", want, lab2_error_name(want));
+}
+
+/* Whatever the layers allocated is freed again by tp_*_free (the player's accounting). */
+void err_model(drv_case *c, drv_model *m) {
+    (void)c;
+    m->no_leak = true;
 }
