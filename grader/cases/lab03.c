@@ -42,6 +42,7 @@ int lab3_error_configs(int tp, lab3_cfg *out) {
         out[n] = lab3_config(false, g_flags3.T), out[n].heads = tp + 1, out[n].hidden = (tp + 1) * 4, n++;
         out[n++] = lab3_config(true, tp * 2 + 1);
         out[n++] = lab3_config(false, tp * 2 + 1); /* an odd sequence is fine without sp */
+        out[n] = lab3_config(false, g_flags3.T), out[n++].ffn = g_flags3.F + 1; /* ffn % tp */
     }
     return n;
 }
@@ -88,19 +89,19 @@ static const drv_test TESTS[] = {
     {.name = "config.errors", .group = "config", .setup = DRV_R(lab3_errors_setup), .check = DRV_R(lab3_errors_check),
      .play = DRV_P(lab3_errors_play)},
     {.name = "forward", .group = "forward", .plan = plan_sp, .setup = DRV_R(lab3_block_setup),
-     .check = DRV_R(lab3_forward_check), .teardown = DRV_R(lab3_teardown), .play = DRV_P(lab3_block_play),
+     .check = DRV_R(lab3_forward_check), .model = DRV_R(lab3_leak_model), .teardown = DRV_R(lab3_teardown), .play = DRV_P(lab3_block_play),
      .release = DRV_P(lab3_release), .data = &FORWARD},
     {.name = "backward", .group = "backward", .plan = plan_sp, .setup = DRV_R(lab3_block_setup),
-     .check = DRV_R(lab3_backward_check), .teardown = DRV_R(lab3_teardown), .play = DRV_P(lab3_block_play),
+     .check = DRV_R(lab3_backward_check), .model = DRV_R(lab3_leak_model), .teardown = DRV_R(lab3_teardown), .play = DRV_P(lab3_block_play),
      .release = DRV_P(lab3_release), .data = &BACKWARD},
     {.name = "comm", .group = "comm", .plan = plan_sp, .setup = DRV_R(lab3_block_setup), .check = DRV_R(lab3_comm_check),
-     .perf = DRV_R(lab3_comm_perf), .refresh = DRV_R(lab3_comm_refresh), .verify = DRV_R(lab3_comm_verify),
+     .model = DRV_R(lab3_comm_model), .perf = DRV_R(lab3_comm_perf), .refresh = DRV_R(lab3_comm_refresh), .verify = DRV_R(lab3_comm_verify),
      .teardown = DRV_R(lab3_teardown), .play = DRV_P(lab3_block_play), .timed = DRV_P(lab3_block_timed),
      .release = DRV_P(lab3_release), .data = &COMM},
     {.name = "memory.sp", .group = "memory_sp", .setup = DRV_R(lab3_memory_setup), .check = DRV_R(lab3_memory_check),
-     .play = DRV_P(lab3_memory_play)},
+     .model = DRV_R(lab3_leak_model), .play = DRV_P(lab3_memory_play)},
     {.name = "train", .group = "train", .plan = plan_sp, .setup = DRV_R(lab3_train_setup),
-     .check = DRV_R(lab3_train_check), .teardown = DRV_R(lab3_train_teardown), .play = DRV_P(lab3_train_play),
+     .check = DRV_R(lab3_train_check), .model = DRV_R(lab3_leak_model), .teardown = DRV_R(lab3_train_teardown), .play = DRV_P(lab3_train_play),
      .release = DRV_P(lab3_release)},
     {NULL},
 };

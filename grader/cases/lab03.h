@@ -11,8 +11,11 @@
  * Slots of the block cases (forward.*, backward.*, comm.*; arg[0] = sp):
  *   "iseed" IN, "status" OUT (lab3_status), "init" OUT and "p" IN (one block's shards),
  *   "x" IN [Nl x C], "y" OUT; backward and comm also "dy" IN, "dx" OUT and "g" INOUT (the
- *   gradients before and after, mg_params' layout); "cf", "cb": the player's counters of
- *   the forward and of the backward; comm's timed runs add "comm_s" (OUT: the seconds the
+ *   gradients before and after, mg_params' layout). backward runs two steps (forward and
+ *   backward on "x", "dy", then on "x.2", "dy.2" into "dx.2") from non-zero gradients
+ *   (with sp, the replicated tensors' on rank 0 only: the partial sums mg_sync_sp_grads
+ *   adds up), then syncs. comm: "cf", "cb", "cs", the player's counters of the forward,
+ *   the backward and mg_sync_sp_grads; its timed runs add "comm_s" (OUT: the seconds the
  *   run spent in collectives, the player's clock).
  * config.errors: "rc" OUT (mg_config_check of lab3_error_configs, in order).
  * memory.sp: "m0", "m1" (the counters of mg_acts_alloc without and with sp).
@@ -37,7 +40,9 @@ enum { LAB3_LN1_W, LAB3_LN1_B, LAB3_QKV_W, LAB3_QKV_B, LAB3_PROJ_W, LAB3_PROJ_B,
 #define LAB3_DY_ID 8
 #define LAB3_STACK_X_ID 9
 #define LAB3_TARGET_ID 10
-#define LAB3_MAX_ERROR_CONFIGS 5
+#define LAB3_STEP_ID 100     /* a second step's inputs: the first's ids + this */
+#define LAB3_GRAD0_ID 3000   /* backward's initial gradients: + the tensor      */
+#define LAB3_MAX_ERROR_CONFIGS 6
 
 extern const char *const LAB3_TNAME[LAB3_NTENSORS]; /* "ln1.w", ... */
 
@@ -80,6 +85,8 @@ void lab3_block_setup(drv_case *c);
 void lab3_forward_check(drv_case *c);
 void lab3_backward_check(drv_case *c);
 void lab3_comm_check(drv_case *c);
+void lab3_comm_model(drv_case *c, drv_model *m);
+void lab3_leak_model(drv_case *c, drv_model *m);
 void lab3_comm_perf(drv_case *c);
 void lab3_comm_refresh(drv_case *c, int run);
 void lab3_comm_verify(drv_case *c, int run);

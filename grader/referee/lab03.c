@@ -180,7 +180,8 @@ void lab3_errors_check(drv_case *c) {
     int32_t rc[LAB3_MAX_ERROR_CONFIGS];
     memcpy(rc, drv_slot_host(c, "rc"), sizeof rc);
     /* what each configuration must give, and how to say it did not */
-    const int want[LAB3_MAX_ERROR_CONFIGS] = {LAB3_OK, LAB3_ERR_SHAPE, LAB3_ERR_HEADS, LAB3_ERR_SEQ, LAB3_OK};
+    const int want[LAB3_MAX_ERROR_CONFIGS] = {LAB3_OK, LAB3_ERR_SHAPE, LAB3_ERR_HEADS, LAB3_ERR_SEQ, LAB3_OK,
+                                              LAB3_ERR_SHAPE};
     char bad[200] = "";
     for (int i = 0; i < n && !bad[0]; i++) {
         if (rc[i] == want[i]) continue;
@@ -189,7 +190,8 @@ void lab3_errors_check(drv_case *c) {
         case 1: snprintf(bad, sizeof bad, "hidden %% heads != 0 not reported as MG_ERR_SHAPE"); break;
         case 2: snprintf(bad, sizeof bad, "heads %d at tp %d not reported as MG_ERR_HEADS", k[2].heads, tp); break;
         case 3: snprintf(bad, sizeof bad, "sp with seq %d at tp %d not reported as MG_ERR_SEQ", k[3].seq, tp); break;
-        default: snprintf(bad, sizeof bad, "odd seq without sp rejected");
+        case 4: snprintf(bad, sizeof bad, "odd seq without sp rejected"); break;
+        default: snprintf(bad, sizeof bad, "ffn %d at tp %d not reported as MG_ERR_SHAPE", k[5].ffn, tp);
         }
     }
     if (bad[0]) drv_fail(c, "%s", bad);
@@ -206,20 +208,20 @@ static int what_of(const drv_case *c) { return *(const int *)c->inst->test->data
 /* A case's state on the referee's side. */
 typedef struct {
     lab3_cfg k;
-    int N, Nl, C;
+    int N, Nl, C, steps;
     size_t row0, count;
     lab3_piece pc[LAB3_NTENSORS];
-    host_block hp, hg;           /* the secret master block; the serial gradients      */
-    float *hx, *hdy, *hy, *hdx;  /* [N x C]: the inputs and the serial results         */
-    double comm_s;               /* comm perf: seconds in collectives, over timed runs */
-    int runs, wrong_runs;        /* timed runs; those whose y or dx was wrong          */
+    host_block hp, hg;              /* the secret master block; the gradients expected after */
+    float *hx[2], *hdy[2], *hy[2], *hdx[2]; /* per step [N x C]: inputs and serial results  */
+    double comm_s;                  /* comm perf: seconds in collectives, over timed runs    */
+    int runs, wrong_runs;           /* timed runs; those whose y or dx was wrong             */
 } lab3_block;
 
 void lab3_teardown(drv_case *c) {
     lab3_block *st = c->state;
     if (!st) return;
     hb_free(&st->hp), hb_free(&st->hg);
-    free(st->hx), free(st->hdy), free(st->hy), free(st->hdx);
+    for (int k = 0; k < 2; k++) free(st->hx[k]), free(st->hdy[k]), free(st->hy[k]), free(st->hdx[k]);
 }
 
 /* This rank's rows of a [N x C] tensor into a slot. */
@@ -228,15 +230,22 @@ static void rows_slot(drv_case *c, const char *name, unsigned flags, const lab3_
     if (full) memcpy(s, full + st->row0 * (size_t)st->C, (size_t)st->Nl * (size_t)st->C * sizeof(float));
 }
 
-/* Run `run`'s inputs (0: the case's) and the serial block on them. */
-static void block_inputs(drv_case *c, lab3_block *st, int run, bool grads) {
+/* Step k's inputs of run `run` (0: the case's) and the serial block on them; with grads,
+ * its gradients are added into hg. */
+static void block_inputs(drv_case *c, lab3_block *st, int k, int run, bool grads) {
     size_t NC = (size_t)st->N * (size_t)st->C;
-    uint64_t sec = drv_case_seed(c, LAB3_SECRET, run);
-    pl_rng_fill_host(st->hx, st->N, st->C, st->C, 0, 0, sec, LAB3_X_ID, PL_RNG_UNIFORM, -1, 1);
-    pl_rng_fill_host(st->hdy, st->N, st->C, st->C, 0, 0, sec, LAB3_DY_ID, PL_RNG_UNIFORM, -1, 1);
-    memset(st->hy, 0, NC * sizeof(float));
-    memset(st->hdx, 0, NC * sizeof(float));
-    lab3_reference(&st->k, &st->hp, grads ? &st->hg : NULL, st->hy, st->hx, st->hdx, st->hdy);
+    uint64_t sec = drv_case_seed(c, LAB3_SECRET, run), more = (uint64_t)k * LAB3_STEP_ID;
+    pl_rng_fill_host(st->hx[k], st->N, st->C, st->C, 0, 0, sec, LAB3_X_ID + more, PL_RNG_UNIFORM, -1, 1);
+    pl_rng_fill_host(st->hdy[k], st->N, st->C, st->C, 0, 0, sec, LAB3_DY_ID + more, PL_RNG_UNIFORM, -1, 1);
+    memset(st->hy[k], 0, NC * sizeof(float));
+    memset(st->hdx[k], 0, NC * sizeof(float));
+    lab3_reference(&st->k, &st->hp, grads ? &st->hg : NULL, st->hy[k], st->hx[k], st->hdx[k], st->hdy[k]);
+}
+
+static const char *step_slot(char *buf, size_t n, const char *name, int k) {
+    if (k == 0) snprintf(buf, n, "%s", name);
+    else snprintf(buf, n, "%s.%d", name, k + 1);
+    return buf;
 }
 
 void lab3_block_setup(drv_case *c) {
@@ -244,30 +253,53 @@ void lab3_block_setup(drv_case *c) {
     bool sp = c->arg[0] != 0;
     lab3_block *st = drv_state(c, sizeof *st);
     const lab3_flags *f = lab3_opts();
+    char name[32];
     st->k = lab3_config(sp, lab3_seq_for(sp, tp));
     st->C = f->C, st->N = st->k.seq * st->k.batch, st->Nl = lab3_local_rows(&st->k, tp);
     st->row0 = sp ? (size_t)c->rank * (size_t)st->Nl : 0;
     st->count = lab3_layout(f->C, f->F, tp, c->rank, st->pc);
+    st->steps = what == BACKWARD ? 2 : 1;
     size_t NC = (size_t)st->N * (size_t)st->C;
-    st->hx = lab3_hz(NC), st->hdy = lab3_hz(NC), st->hy = lab3_hz(NC), st->hdx = lab3_hz(NC);
+    uint64_t sec = drv_case_seed(c, LAB3_SECRET, 0);
     hb_alloc(&st->hp, f->C, f->F), hb_alloc(&st->hg, f->C, f->F);
-    hb_master(&st->hp, f->C, f->F, 0, drv_case_seed(c, LAB3_SECRET, 0));
-    block_inputs(c, st, 0, what == BACKWARD);
+    hb_master(&st->hp, f->C, f->F, 0, sec);
+    float *g0 = NULL;
+    if (what == BACKWARD) { /* gradients accumulate: they start from the referee's */
+        lab3_piece whole[LAB3_NTENSORS];
+        lab3_layout(f->C, f->F, 1, 0, whole);
+        for (int w = 0; w < LAB3_NTENSORS; w++)
+            pl_rng_fill_host(st->hg.t[w], whole[w].R, whole[w].K, whole[w].K, 0, 0, sec, LAB3_GRAD0_ID + (uint64_t)w,
+                             PL_RNG_NORMAL, 0, 1);
+        g0 = lab3_hz(st->count);
+        hb_shards(&st->hg, st->pc, g0);
+        /* with sp the replicated gradients are partial sums: the initial ones on rank 0 */
+        if (sp && c->rank != 0) memset(g0, 0, 6 * (size_t)f->C * sizeof(float)); /* lab3_layout: the first 6 C */
+    }
+    for (int k = 0; k < st->steps; k++) {
+        st->hx[k] = lab3_hz(NC), st->hdy[k] = lab3_hz(NC), st->hy[k] = lab3_hz(NC), st->hdx[k] = lab3_hz(NC);
+        block_inputs(c, st, k, 0, what == BACKWARD);
+    }
 
     uint64_t *seed = drv_slot_new(c, "iseed", sizeof(uint64_t), DRV_IN | DRV_CONST);
     *seed = drv_case_seed(c, LAB3_INIT, 0);
     drv_slot_new(c, "status", sizeof(lab3_status), DRV_OUT | DRV_ZEROED);
     drv_slot_new(c, "init", st->count * sizeof(float), DRV_OUT);
     hb_shards(&st->hp, st->pc, drv_slot_new(c, "p", st->count * sizeof(float), DRV_IN | DRV_CONST));
-    rows_slot(c, "x", DRV_IN | DRV_CONST, st, st->hx);
     rows_slot(c, "y", DRV_OUT, st, NULL);
+    for (int k = 0; k < st->steps; k++) {
+        rows_slot(c, step_slot(name, sizeof name, "x", k), DRV_IN | DRV_CONST, st, st->hx[k]);
+        if (what == FORWARD) continue;
+        rows_slot(c, step_slot(name, sizeof name, "dy", k), DRV_IN | DRV_CONST, st, st->hdy[k]);
+        rows_slot(c, step_slot(name, sizeof name, "dx", k), DRV_OUT, st, NULL);
+    }
     if (what == FORWARD) return;
-    rows_slot(c, "dy", DRV_IN | DRV_CONST, st, st->hdy);
-    rows_slot(c, "dx", DRV_OUT, st, NULL);
-    drv_slot_new(c, "g", st->count * sizeof(float), DRV_INOUT); /* zeros: the caller zeroes */
+    float *g = drv_slot_new(c, "g", st->count * sizeof(float), DRV_INOUT); /* zeros unless g0 */
+    if (g0) memcpy(g, g0, st->count * sizeof(float));
+    free(g0);
     if (what != COMM) return;
     drv_counters_slot(c, "cf");
     drv_counters_slot(c, "cb");
+    drv_counters_slot(c, "cs");
     drv_slot_new(c, "comm_s", sizeof(double), DRV_OUT | DRV_ZEROED);
 }
 
@@ -286,22 +318,33 @@ void lab3_forward_check(drv_case *c) {
     if (!c->ran || !block_ran(c)) return;
     lab3_block *st = c->state;
     lab3_check_init(c, "init", 1, st->pc, st->count);
-    double ef = lab3_rel_err(drv_slot_host(c, "y"), st->hy + st->row0 * (size_t)st->C, (size_t)st->Nl * (size_t)st->C);
+    double ef = lab3_rel_err(drv_slot_host(c, "y"), st->hy[0] + st->row0 * (size_t)st->C, (size_t)st->Nl * (size_t)st->C);
     drv_check_error(c, "block output (vs the serial block)", ef, drv_tolerance());
 }
 
+/* Two steps from non-zero gradients: dx of each, and every gradient shard accumulated over
+ * both onto the initial ones. */
 void lab3_backward_check(drv_case *c) {
     if (!c->ran || !block_ran(c)) return;
     lab3_block *st = c->state;
     lab3_check_init(c, "init", 1, st->pc, st->count);
-    double eb = lab3_rel_err(drv_slot_host(c, "dx"), st->hdx + st->row0 * (size_t)st->C, (size_t)st->Nl * (size_t)st->C);
-    char worst[16] = "dx", what[64];
+    char worst[32] = "dx", what[96], name[32];
+    double eb = 0;
+    for (int k = 0; k < st->steps; k++) {
+        double e = lab3_rel_err(drv_slot_host(c, step_slot(name, sizeof name, "dx", k)),
+                                st->hdx[k] + st->row0 * (size_t)st->C, (size_t)st->Nl * (size_t)st->C);
+        if (!(e <= eb)) {
+            eb = e;
+            if (k) snprintf(worst, sizeof worst, "dx of step %d", k + 1);
+            else snprintf(worst, sizeof worst, "dx");
+        }
+    }
     const float *g = drv_slot_host(c, "g");
     for (int w = 0; w < LAB3_NTENSORS; w++) {
         double ew = lab3_shard_err(g, st->pc, &st->hg, w, NULL);
         if (!(ew <= eb)) eb = ew, snprintf(worst, sizeof worst, "%s", LAB3_TNAME[w]);
     }
-    snprintf(what, sizeof what, "dx and all gradient shards (worst: %s)", worst);
+    snprintf(what, sizeof what, "dx and all gradient shards after two steps from non-zero gradients (worst: %s)", worst);
     drv_check_error(c, what, eb, drv_tolerance());
 }
 
@@ -324,16 +367,50 @@ void lab3_comm_check(drv_case *c) {
     if (!c->ran || !block_ran(c)) return;
     lab3_block *st = c->state;
     bool sp = st->k.sp;
-    drv_counters mf = drv_counters_of(c, "cf"), mb = drv_counters_of(c, "cb");
+    drv_counters mf = drv_counters_of(c, "cf"), mb = drv_counters_of(c, "cb"), ms = drv_counters_of(c, "cs");
     double S = (double)st->k.seq * st->k.batch * st->C * sizeof(float);
-    char wf[256], wb[256];
+    char wf[256], wb[256], ws[256];
     bool okf = sp ? counts_ok(&mf.m, c->world, 0, 2, 2, 4 * S, wf, sizeof wf) : counts_ok(&mf.m, c->world, 2, 0, 0, 2 * S, wf, sizeof wf);
     bool okb = sp ? counts_ok(&mb.m, c->world, 0, 4, 2, 6 * S, wb, sizeof wb) : counts_ok(&mb.m, c->world, 2, 0, 0, 2 * S, wb, sizeof wb);
+    /* mg_sync_sp_grads: one all-reduce of the 6 C replicated floats with sp at tp > 1, else nothing */
+    bool sync = sp && c->world > 1;
+    bool oks = counts_ok(&ms.m, sync ? c->world : 2, sync, 0, 0, sync ? 6.0 * st->C * sizeof(float) : 0, ws, sizeof ws);
     drv_num(c, "coll_bytes_fwd", (double)mf.m.coll_bytes);
     drv_num(c, "coll_bytes_bwd", (double)mb.m.coll_bytes);
-    drv_num(c, "lib_calls", (double)(mf.m.coll_total + mb.m.coll_total));
-    if (!okf || !okb) drv_fail(c, "forward: %s; backward: %s", wf, wb);
-    else drv_note(c, "forward: %s; backward: %s", wf, wb);
+    drv_num(c, "lib_calls", (double)(mf.m.coll_total + mb.m.coll_total + ms.m.coll_total));
+    if (!okf || !okb || !oks) drv_fail(c, "forward: %s; backward: %s; mg_sync_sp_grads: %s", wf, wb, ws);
+    else drv_note(c, "forward: %s; backward: %s; mg_sync_sp_grads: %s", wf, wb, ws);
+}
+
+/* The three phases together, for the runner's checks: the player's counters against what
+ * went on its wire, no point-to-point message (the block talks through collectives only),
+ * and its device memory back where it was after the frees. */
+void lab3_comm_model(drv_case *c, drv_model *m) {
+    m->no_leak = true;
+    lab3_status s;
+    memcpy(&s, drv_slot_host(c, "status"), sizeof s);
+    if (!c->ran || !s.called) return;
+    drv_counters k[3] = {drv_counters_of(c, "cf"), drv_counters_of(c, "cb"), drv_counters_of(c, "cs")};
+    pl_metrics *t = &c->m;
+    pl_wire *w = &c->wire;
+    memset(t, 0, sizeof *t), memset(w, 0, sizeof *w);
+    for (int i = 0; i < 3; i++) {
+        const pl_metrics *a = &k[i].m;
+        t->bytes_sent += a->bytes_sent, t->bytes_recv += a->bytes_recv, t->msgs_sent += a->msgs_sent;
+        t->msgs_recv += a->msgs_recv, t->coll_bytes += a->coll_bytes, t->coll_total += a->coll_total;
+        t->gemm_calls += a->gemm_calls, t->gemm_flops += a->gemm_flops;
+        for (int q = 0; q < PL_OP_COUNT; q++) t->coll_calls[q] += a->coll_calls[q];
+        w->p2p_bytes_sent += k[i].wire.p2p_bytes_sent, w->p2p_msgs_sent += k[i].wire.p2p_msgs_sent;
+        w->p2p_bytes_recv += k[i].wire.p2p_bytes_recv, w->p2p_msgs_recv += k[i].wire.p2p_msgs_recv;
+        w->coll_calls += k[i].wire.coll_calls, w->coll_bytes += k[i].wire.coll_bytes;
+    }
+    m->no_p2p = true;
+}
+
+/* What the player allocated in the case it freed again (its own accounting). */
+void lab3_leak_model(drv_case *c, drv_model *m) {
+    (void)c;
+    m->no_leak = true;
 }
 
 /* Timed runs of forward + backward, on fresh inputs each, y and dx checked after each. The
@@ -341,17 +418,17 @@ void lab3_comm_check(drv_case *c) {
  * wrong timed run withholds the time instead of failing the comm case. */
 void lab3_comm_refresh(drv_case *c, int run) {
     lab3_block *st = c->state;
-    block_inputs(c, st, run, false);
+    block_inputs(c, st, 0, run, false);
     size_t NlC = (size_t)st->Nl * (size_t)st->C;
-    memcpy(drv_slot_host(c, "x"), st->hx + st->row0 * (size_t)st->C, NlC * sizeof(float));
-    memcpy(drv_slot_host(c, "dy"), st->hdy + st->row0 * (size_t)st->C, NlC * sizeof(float));
+    memcpy(drv_slot_host(c, "x"), st->hx[0] + st->row0 * (size_t)st->C, NlC * sizeof(float));
+    memcpy(drv_slot_host(c, "dy"), st->hdy[0] + st->row0 * (size_t)st->C, NlC * sizeof(float));
 }
 
 void lab3_comm_verify(drv_case *c, int run) {
     lab3_block *st = c->state;
     size_t NlC = (size_t)st->Nl * (size_t)st->C, at = st->row0 * (size_t)st->C;
-    double ey = lab3_rel_err(drv_slot_host(c, "y"), st->hy + at, NlC);
-    double ex = lab3_rel_err(drv_slot_host(c, "dx"), st->hdx + at, NlC);
+    double ey = lab3_rel_err(drv_slot_host(c, "y"), st->hy[0] + at, NlC);
+    double ex = lab3_rel_err(drv_slot_host(c, "dx"), st->hdx[0] + at, NlC);
     (void)run;
     if (!(ey <= drv_tolerance() && ex <= drv_tolerance())) st->wrong_runs++;
     double s;
