@@ -109,6 +109,46 @@ void drv_measure(void (*fn)(void *), void *arg, pl_metrics *m) {
     pl_metrics_get(m);
 }
 
+/* The counters are cumulative: a phase is the difference around it (mem_peak excepted),
+ * so the runner's count of the whole play() stays whole. */
+static void metrics_minus(pl_metrics *a, const pl_metrics *b) {
+    a->bytes_sent -= b->bytes_sent, a->bytes_recv -= b->bytes_recv;
+    a->msgs_sent -= b->msgs_sent, a->msgs_recv -= b->msgs_recv;
+    for (int k = 0; k < PL_OP_COUNT; k++) a->coll_calls[k] -= b->coll_calls[k];
+    a->coll_bytes -= b->coll_bytes, a->coll_total -= b->coll_total;
+    a->gemm_calls -= b->gemm_calls, a->gemm_flops -= b->gemm_flops;
+    a->kernel_calls -= b->kernel_calls, a->kernel_bytes -= b->kernel_bytes;
+}
+
+void drv_measure_slot(drv_case *c, const char *name, void (*fn)(void *), void *arg) {
+    if (drv_slot_bytes(c, name) < sizeof(drv_counters))
+        pl_fatal(__FILE__, __LINE__, name, "drv_measure_slot: not a slot of drv_counters_slot");
+    drv_counters k = {.measured = 1};
+    pl_metrics m0;
+    pl_wire w0;
+    pl_device_sync();
+    pl_metrics_get(&m0);
+    pl_wire_get(&w0);
+    k.mem_before = (int64_t)pl_mem_in_use();
+    fn(arg);
+    pl_device_sync();
+    pl_metrics_get(&k.m);
+    pl_wire_get(&k.wire);
+    k.mem_after = (int64_t)pl_mem_in_use();
+    metrics_minus(&k.m, &m0);
+    k.wire = (pl_wire){k.wire.p2p_bytes_sent - w0.p2p_bytes_sent, k.wire.p2p_msgs_sent - w0.p2p_msgs_sent,
+                       k.wire.p2p_bytes_recv - w0.p2p_bytes_recv, k.wire.p2p_msgs_recv - w0.p2p_msgs_recv,
+                       k.wire.coll_calls - w0.coll_calls, k.wire.coll_bytes - w0.coll_bytes};
+    pl_upload(drv_slot(c, name), &k, sizeof k);
+    pl_device_sync();
+}
+
+bool drv_everyone(bool mine) {
+    double v = mine ? 1 : 0;
+    pl_host_allreduce(&v, 1, PL_HOST_MIN, NULL);
+    return v > 0;
+}
+
 static void play_fn(void *arg) {
     drv_case *c = arg;
     c->inst->test->play(c);

@@ -246,6 +246,8 @@ static void player_ready(void) {
         pl_fatal(__FILE__, __LINE__, "the player's MPI world",
                  "its rank or size differs from the launcher's (start the referee under mpirun, not the player)");
     g_ref.player_cuda = r.device == PL_DEVICE_CUDA;
+    g_ref.player_device = r.device;
+    g_ref.player_comm = r.comm;
     snprintf(g_player_backends, sizeof g_player_backends, "device %s, comm %s", pl_device_name((pl_device_kind)r.device),
              pl_comm_name((pl_comm_kind)r.comm));
 }

@@ -29,6 +29,7 @@ typedef struct {
     int region_fd;
     uint64_t relay_seq;
     bool player_cuda;                   /* the player says it runs the cuda device        */
+    int player_device, player_comm;     /* its pl_device_kind, pl_comm_kind (its claim)   */
 } referee_state;
 extern referee_state g_ref;
 

@@ -200,3 +200,30 @@ void slots_done(drv_case *c) {
         g_high_water = WIRE_HEADER_BYTES;
     }
 }
+
+/* ================================================================================== */
+/* Counters of a phase                                                                */
+/* ================================================================================== */
+
+void drv_counters_slot(drv_case *c, const char *name) { drv_slot_new(c, name, sizeof(drv_counters), DRV_OUT | DRV_ZEROED); }
+
+drv_counters drv_counters_of(drv_case *c, const char *name) {
+    drv_counters k;
+    PL_CHECK(drv_slot_bytes(c, name) >= sizeof k, "drv_counters_of: not a slot of drv_counters_slot");
+    memcpy(&k, drv_slot_host(c, name), sizeof k);
+    if (k.measured != 1) memset(&k, 0, sizeof k);
+    return k;
+}
+
+bool drv_use_counters(drv_case *c, const char *name) {
+    drv_counters k = drv_counters_of(c, name);
+    if (!k.measured) return false;
+    c->m = k.m;
+    c->wire = k.wire;
+    return true;
+}
+
+void drv_player_backends(pl_device_kind *device, pl_comm_kind *comm) {
+    if (device) *device = (pl_device_kind)g_ref.player_device;
+    if (comm) *comm = (pl_comm_kind)g_ref.player_comm;
+}

@@ -148,6 +148,17 @@ enum {
 /* The size in bytes of the slot `name` (either side); 0 if there is none. */
 size_t drv_slot_bytes(const drv_case *c, const char *name);
 
+/* What the player counted around one phase of a multi-step play() (drv_measure_slot), so
+ * that the referee can judge that phase alone (drv_use_counters): the player's own
+ * accounting, as untrusted as drv_case.m. */
+typedef struct {
+    pl_metrics m;              /* the phase's counters (mem_peak: the peak since play() began) */
+    pl_wire wire;              /* what went to the comm backend during the phase               */
+    int64_t mem_before, mem_after; /* pl_mem_in_use() before and after the phase               */
+    uint32_t measured;         /* 1 once drv_measure_slot wrote it; 0: the phase never ran     */
+    uint32_t pad;
+} drv_counters;
+
 /* What a test may look at, per side, is in the sections below. */
 
 /* ---- the lab ---- */
@@ -304,6 +315,19 @@ uint64_t drv_case_seed(const drv_case *c, int r, int run);
 /* True when the grading engine runs this driver. */
 bool drv_graded(void);
 
+/* An OUT slot (zeroed) for the counters of one phase of play() (drv_measure_slot). Only in
+ * setup(). */
+void drv_counters_slot(drv_case *c, const char *name);
+/* The counters the player left there, copied out (measured = 0: the phase did not run). */
+drv_counters drv_counters_of(drv_case *c, const char *name);
+/* Judge that phase instead of the whole play(): c->m and c->wire become its counters, which
+ * model() and the runner's traffic checks then read. False (c unchanged) when the player
+ * did not measure it. */
+bool drv_use_counters(drv_case *c, const char *name);
+/* The backends the player said it runs when it started (its claim: the referee cannot look
+ * at the device). Known from the first case on, not in init() or plan(). */
+void drv_player_backends(pl_device_kind *device, pl_comm_kind *comm);
+
 /* Time the player's timed(c, which): `warmup` untimed runs, then `iters` timed ones (the
  * -w/-n flags win). Before each run refresh(c, k) writes fresh inputs (required: a cached
  * result must not be timed), after each verify(c, k) checks its outputs (a wrong one fails
@@ -326,6 +350,14 @@ float *drv_slot_f(drv_case *c, const char *name); /* the same, as floats */
 /* Measure fn(arg) as the runner measures play(): sync, reset the counters, call, sync,
  * read the counters into *m (the player's own accounting, for tests with phases). */
 void drv_measure(void (*fn)(void *), void *arg, pl_metrics *m);
+/* Count fn(arg) as one phase of play() into the OUT slot `name` (drv_counters_slot): the
+ * differences of the counters around it, without resetting what the runner counts around
+ * the whole play(). */
+void drv_measure_slot(drv_case *c, const char *name, void (*fn)(void *), void *arg);
+/* True when every rank's player passes true: a host reduction that no counter sees, so
+ * that the ranks stop a multi-step play() together when a step failed on one of them
+ * (control flow only: verdicts are the referee's). */
+bool drv_everyone(bool mine);
 
 #endif /* DRV_PLAYER */
 
