@@ -229,18 +229,25 @@ DRV_HDRS   := $(wildcard grader/runner/*.h grader/cases/*.h grader/referee/*.h g
 REF_CFLAGS := -Igrader/runner -Igrader/cases -Igrader/referee $(CFLAGS) -DDRV_REFEREE
 PLY_CFLAGS := -Igrader/runner -Igrader/cases -Igrader/player -Ilabs/$(LAB) $(CFLAGS) -DDRV_PLAYER \
               $(if $(filter cuda,$(FLAVOR)),$(CUDA_CFLAGS) -I$(CUDA_HOME)/include)
-$(BIN): $(RUNNER_SHARED) $(DRV_CASES) $(DRV_REF) $(DRV_HDRS) $(COMMON_H) $(B)/cpu/libparalab.a $(BIN).player
+# Neither the referee nor the player's driver object depends on the student's files: both
+# are built once per lab and flavour in $(DRV_DIR) and copied or linked into every BIN (the
+# self-test grades a dozen files of one lab).
+DRV_DIR    := $(B)/$(FLAVOR)/drv/lab$(DRV_NUM)
+$(DRV_DIR)/referee: $(RUNNER_SHARED) $(DRV_CASES) $(DRV_REF) $(DRV_HDRS) $(COMMON_H) $(B)/cpu/libparalab.a
 	@mkdir -p $(@D)
 	$(call say,LINK,$@)
-	$(Q)$(MPICC) $(REF_CFLAGS) $(RUNNER_SHARED) $(DRV_CASES) $(DRV_REF) $(B)/cpu/libparalab.a $(LDLIBS) -o $@
-$(BIN).drv.o: $(RUNNER_SHARED) $(DRV_CASES) $(DRV_PLY) $(DRV_HDRS) $(wildcard labs/$(LAB)/*.h) $(COMMON_H) grader/tools/driver-object.sh
+	$(Q)$(MPICC) $(REF_CFLAGS) $(RUNNER_SHARED) $(DRV_CASES) $(DRV_REF) $(B)/cpu/libparalab.a $(LDLIBS) -o $@.tmp && mv $@.tmp $@
+$(DRV_DIR)/player.drv.o: $(RUNNER_SHARED) $(DRV_CASES) $(DRV_PLY) $(DRV_HDRS) $(wildcard labs/$(LAB)/*.h) $(COMMON_H) grader/tools/driver-object.sh
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
-	$(Q)grader/tools/driver-object.sh $@ labs/$(LAB) -- $(MPICC) $(PLY_CFLAGS) -- $(RUNNER_SHARED) $(DRV_CASES) $(DRV_PLY)
-$(BIN).player: $(BIN).drv.o $(BIN).o $(B)/$(FLAVOR)/libparalab.a
+	$(Q)grader/tools/driver-object.sh $@.tmp labs/$(LAB) -- $(MPICC) $(PLY_CFLAGS) -- $(RUNNER_SHARED) $(DRV_CASES) $(DRV_PLY) && mv $@.tmp $@
+$(BIN): $(DRV_DIR)/referee $(BIN).player
+	@mkdir -p $(@D)
+	$(Q)cp -f $< $@
+$(BIN).player: $(DRV_DIR)/player.drv.o $(BIN).o $(B)/$(FLAVOR)/libparalab.a
 	@mkdir -p $(@D)
 	$(call say,LINK,$@)
-	$(Q)$(MPICC) $(BIN).drv.o $(BIN).o $(B)/$(FLAVOR)/libparalab.a $(LDLIBS) $(if $(filter cuda,$(FLAVOR)),$(CUDA_LDLIBS)) -o $@
+	$(Q)$(MPICC) $(DRV_DIR)/player.drv.o $(BIN).o $(B)/$(FLAVOR)/libparalab.a $(LDLIBS) $(if $(filter cuda,$(FLAVOR)),$(CUDA_LDLIBS)) -o $@
 else
 DRV_MAIN := $(wildcard grader/drivers/lab$(DRV_NUM).c grader/drivers/lab$(DRV_NUM)_*.c)
 # The lab's API: the global functions the untouched starter defines.

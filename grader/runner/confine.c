@@ -83,6 +83,17 @@ static void rule_arg_eq(prog *p, long nr, int i, uint64_t value, uint32_t otherw
     emit(p, RET(otherwise));
 }
 
+/* nr with the low 32 bits of argument i, less the bits of `ignore`, one of values[0..n) ->
+ * allow, otherwise -> action (n <= 4). */
+static void rule_arg_in(prog *p, long nr, int i, uint32_t ignore, const uint32_t *values, int n, uint32_t otherwise) {
+    emit(p, JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nr, 0, (uint8_t)(n + 4)));
+    emit(p, LOAD_ARG_LO(i));
+    emit(p, STMT(BPF_ALU | BPF_AND | BPF_K, ~ignore));
+    for (int k = 0; k < n; k++) emit(p, JUMP(BPF_JMP | BPF_JEQ | BPF_K, values[k], (uint8_t)(n - k), 0));
+    emit(p, RET(otherwise));
+    emit(p, RET(SECCOMP_RET_ALLOW));
+}
+
 /* nr with (argument i & mask) != 0 -> allow, otherwise -> action (the low 32 bits). */
 static void rule_arg_has(prog *p, long nr, int i, uint32_t mask, uint32_t otherwise) {
     emit(p, JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nr, 0, 4));
@@ -248,6 +259,19 @@ bool confine_play(pid_t self, bool device_files) {
 #endif
     for (size_t i = 0; i < sizeof k_play_allowed / sizeof k_play_allowed[0]; i++)
         rule(&p, k_play_allowed[i], SECCOMP_RET_ALLOW);
+    /* Symmetric memory made while the student's code runs (pl_sym_malloc: Open MPI's
+     * MPI_Win_allocate_shared) needs a segment every rank of the node maps. Open MPI's
+     * default makes it a file in /dev/shm, which open() may not; the referee starts the
+     * player with OMPI_MCA_shmem=sysv instead, whose calls are these, measured with strace
+     * (osc/sm, Open MPI 4.1): a private segment made (shmget with IPC_PRIVATE, never a key
+     * another process could name), attached and detached, and marked for removal at once
+     * (shmctl IPC_RMID: it goes when the last rank detaches, even from a crash). Nothing
+     * else of shmctl (IPC_SET would change a segment's owner or mode). */
+    rule_arg_eq(&p, __NR_shmget, 0, 0 /* IPC_PRIVATE */, ERRNO(EPERM));
+    rule(&p, __NR_shmat, SECCOMP_RET_ALLOW);
+    rule(&p, __NR_shmdt, SECCOMP_RET_ALLOW);
+    static const uint32_t shmctl_cmds[] = {0 /* IPC_RMID */};
+    rule_arg_in(&p, __NR_shmctl, 1, 0x100 /* IPC_64, which some C libraries add */, shmctl_cmds, 1, ERRNO(EPERM));
     if (device_files) { /* the CUDA driver talks to its device files and may open them */
         rule(&p, __NR_ioctl, SECCOMP_RET_ALLOW);
         rule(&p, __NR_openat, SECCOMP_RET_ALLOW);

@@ -1,4 +1,4 @@
-/* lab09_modes.c - Lab 9's modes.
+/* lab09_modes.c (player) - Lab 9's modes, the student's program run alone (no referee):
  *
  *   RUN=route  a router learns from the load-balancing loss alone: tokens per expert and the
  *              aux loss at every step, from a random router (uniform) and from one that
@@ -15,7 +15,19 @@
 #include <string.h>
 
 #include "lab09.h"
+#include "moe.h"          // defines: the lab API
 #include "pl_costmodel.h" // defines: plc_profile, plc_put_time, plc_kernel_time, plc_coll_time
+
+static double max_over_ranks(double v) {
+    pl_host_allreduce(&v, 1, PL_HOST_MAX, NULL);
+    return v;
+}
+
+/* fn timed by the harness: -w/-n win; statistics of the slowest rank. */
+static pl_timing time_it(void (*fn)(void *), void *arg, int warmup, int iters) {
+    const drv_options *o = drv_opts();
+    return pl_time(fn, arg, o->warmup >= 0 ? o->warmup : warmup, o->iters > 0 ? o->iters : iters, pl_comm_world());
+}
 
 static float frand(uint64_t seed, uint64_t id, uint64_t i, float lo, float hi) {
     return lo + (hi - lo) * (float)((double)(pl_rng_bits(seed, id, i) >> 11) / 9007199254740992.0);
@@ -26,8 +38,8 @@ static float frand(uint64_t seed, uint64_t id, uint64_t i, float lo, float hi) {
 /* ======================================================================================= */
 
 static void route_run(const char *variant, int steps, float lr) {
-    int n = L9.n, T = 64, H = 16, F = 16, E = 4 * n, k = 2, Le = E / n;
-    moe_config c = {T, H, F, E, k, 1.25f, 0.01f, L9.comm};
+    int n = pl_world(), T = 64, H = 16, F = 16, E = 4 * n, k = 2, Le = E / n;
+    moe_config c = {T, H, F, E, k, 1.25f, 0.01f, pl_comm_world()};
     if (moe_config_check(&c) != MOE_OK) pl_usage_error("route: the configuration does not pass moe_config_check");
     size_t TH = (size_t)T * H, EH = (size_t)E * H, FH = (size_t)Le * F * H;
     float *h = malloc((EH > TH ? EH : TH) * sizeof *h), *wr = malloc(EH * sizeof *wr), *gr = malloc(EH * sizeof *gr);
@@ -41,7 +53,7 @@ static void route_run(const char *variant, int steps, float lr) {
     moe_weights g = {pl_malloc_floats(EH), pl_malloc_floats(FH), pl_malloc_floats(FH), pl_malloc_floats(FH)};
     float *tmp = malloc(FH * sizeof *tmp);
     PL_CHECK(tmp != NULL, "out of host memory");
-    for (size_t i = 0; i < FH; i++) tmp[i] = frand(7, 2 + (uint64_t)L9.me, i, -0.2f, 0.2f);
+    for (size_t i = 0; i < FH; i++) tmp[i] = frand(7, 2 + (uint64_t)pl_rank(), i, -0.2f, 0.2f);
     pl_upload(w.w_gate, tmp, FH * 4), pl_upload(w.w_up, tmp, FH * 4), pl_upload(w.w_down, tmp, FH * 4);
     free(tmp);
     float *x = pl_malloc_floats(TH), *y = pl_malloc_floats(TH), *dy = pl_malloc_floats(TH), *dx = pl_malloc_floats(TH);
@@ -49,7 +61,7 @@ static void route_run(const char *variant, int steps, float lr) {
     moe_state *st = moe_state_create(&c, MOE_TWO_SIDED);
     double *counts = calloc((size_t)E + 2, sizeof *counts);
     for (int step = 0; step <= steps; step++) {
-        for (size_t i = 0; i < TH; i++) h[i] = frand(9, 100 + (uint64_t)step, (uint64_t)L9.me * TH + i, -1, 1);
+        for (size_t i = 0; i < TH; i++) h[i] = frand(9, 100 + (uint64_t)step, (uint64_t)pl_rank() * TH + i, -1, 1);
         for (int t = 0; t < T; t++) h[(size_t)t * H] = 1.0f;
         pl_upload(x, h, TH * 4);
         pl_upload(w.router, wr, EH * 4);
@@ -82,10 +94,10 @@ static void route_run(const char *variant, int steps, float lr) {
     free(r.probs), free(r.expert), free(r.gate), free(r.keep);
 }
 
-int l9_mode_route(void) {
+int lab9_mode_route(void) {
     drv_say("# lab09 route: %d rank(s), 64 tokens each, E = %d experts, top-2, capacity factor 1.25, aux_alpha 0.01; "
             "the loss is the aux loss alone, SGD on the router (lr 40) with its gradient summed over the ranks\n",
-            L9.n, 4 * L9.n);
+            pl_world(), 4 * pl_world());
     drv_say("# columns: step, aux loss (mean over ranks), share of assignments dropped, tokens per expert (choices)\n");
     route_run("uniform", 30, 40.0f);
     route_run("skewed", 30, 40.0f);
@@ -111,8 +123,8 @@ static void run_layer(void *arg) {
 }
 
 static void bench_layer(int T) {
-    int n = L9.n, H = 256, F = 16, E = 2 * n, k = 2, Le = E / n;
-    moe_config c = {T, H, F, E, k, 2.0f, 0.01f, L9.comm};
+    int n = pl_world(), H = 256, F = 16, E = 2 * n, k = 2, Le = E / n;
+    moe_config c = {T, H, F, E, k, 2.0f, 0.01f, pl_comm_world()};
     size_t TH = (size_t)T * H, EH = (size_t)E * H, FH = (size_t)Le * F * H;
     float *h = malloc((TH > EH ? TH : EH) * sizeof *h);
     PL_CHECK(h != NULL, "out of host memory");
@@ -124,17 +136,17 @@ static void bench_layer(int T) {
     pl_memset(g.router, 0, EH * 4, NULL), pl_memset(g.w_gate, 0, FH * 4, NULL);
     pl_memset(g.w_up, 0, FH * 4, NULL), pl_memset(g.w_down, 0, FH * 4, NULL);
     float *x = pl_malloc_floats(TH), *y = pl_malloc_floats(TH), *dy = pl_malloc_floats(TH), *dx = pl_malloc_floats(TH);
-    for (size_t i = 0; i < TH; i++) h[i] = frand(3, 2 + (uint64_t)L9.me, i, -1, 1);
+    for (size_t i = 0; i < TH; i++) h[i] = frand(3, 2 + (uint64_t)pl_rank(), i, -1, 1);
     pl_upload(x, h, TH * 4), pl_upload(dy, h, TH * 4);
     moe_routing r = {malloc((size_t)T * E * 4), malloc((size_t)T * k * 4), malloc((size_t)T * k * 4), malloc((size_t)T * k * 4), 0};
     double t[2], moved = 0;
     for (int d = 0; d < 2; d++) {
         moe_state *st = moe_state_create(&c, (moe_dispatcher)d);
         layer_call lc = {&c, &w, &g, st, x, y, dy, dx, &r};
-        t[d] = drv_time(run_layer, &lc, 2, T >= 2048 ? 5 : 10).median_us;
+        t[d] = time_it(run_layer, &lc, 2, T >= 2048 ? 5 : 10).median_us;
         if (d == 0) { /* rows this rank sends away, both ways, forward and backward */
-            for (int a = 0; a < T * k; a++) moved += r.keep[a] && r.expert[a] / Le != L9.me;
-            moved = drv_max(moved * 4.0 * 4.0 * H); /* x2 directions x2 passes, H floats */
+            for (int a = 0; a < T * k; a++) moved += r.keep[a] && r.expert[a] / Le != pl_rank();
+            moved = max_over_ranks(moved * 4.0 * 4.0 * H); /* x2 directions x2 passes, H floats */
         }
         moe_state_free(st);
     }
@@ -153,7 +165,7 @@ typedef struct {
 } ar_call;
 
 static void ring_allreduce(const float *in, float *out, float *tmp, size_t count) {
-    int n = L9.n, me = L9.me, next = (me + 1) % n, prev = (me + n - 1) % n;
+    int n = pl_world(), me = pl_rank(), next = (me + 1) % n, prev = (me + n - 1) % n;
     pl_copy(out, in, count * 4, NULL);
     if (n == 1) return;
     size_t base = count / (size_t)n, extra = count % (size_t)n;
@@ -162,16 +174,16 @@ static void ring_allreduce(const float *in, float *out, float *tmp, size_t count
     for (int s = 0; s < n - 1; s++) {
         int sc = (me - s + n) % n, rc = (me - s - 1 + n) % n;
         pl_group_start();
-        pl_send(out + CH_LO(sc), CH_N(sc), next, L9.comm, NULL);
-        pl_recv(tmp, CH_N(rc), prev, L9.comm, NULL);
+        pl_send(out + CH_LO(sc), CH_N(sc), next, pl_comm_world(), NULL);
+        pl_recv(tmp, CH_N(rc), prev, pl_comm_world(), NULL);
         pl_group_end();
         pl_reduce_local(out + CH_LO(rc), tmp, CH_N(rc), PL_SUM, NULL);
     }
     for (int s = 0; s < n - 1; s++) {
         int sc = (me + 1 - s + n) % n, rc = (me - s + n) % n;
         pl_group_start();
-        pl_send(out + CH_LO(sc), CH_N(sc), next, L9.comm, NULL);
-        pl_recv(out + CH_LO(rc), CH_N(rc), prev, L9.comm, NULL);
+        pl_send(out + CH_LO(sc), CH_N(sc), next, pl_comm_world(), NULL);
+        pl_recv(out + CH_LO(rc), CH_N(rc), prev, pl_comm_world(), NULL);
         pl_group_end();
     }
 #undef CH_LO
@@ -184,7 +196,7 @@ static void run_ar(void *arg) {
     case 0: moe_allreduce_oneshot(a->ar, a->in, a->out, a->count, NULL); break;
     case 1: moe_allreduce_twoshot(a->ar, a->in, a->out, a->count, NULL); break;
     case 2: ring_allreduce(a->in, a->out, a->tmp, a->count); break;
-    default: pl_allreduce(a->in, a->out, a->count, PL_SUM, L9.comm, NULL);
+    default: pl_allreduce(a->in, a->out, a->count, PL_SUM, pl_comm_world(), NULL);
     }
 }
 
@@ -216,8 +228,8 @@ static void crossovers(const size_t *bytes, double (*t)[4], int rows, const char
     drv_say("  crossover %s: two-shot beats one-shot %s; the library beats both %s\n", where, a, b);
 }
 
-int l9_mode_bench(void) {
-    int n = L9.n;
+int lab9_mode_bench(void) {
+    int n = pl_world();
     drv_say("# lab09 bench: %d rank(s), device %s, symmetric memory %s\n", n, pl_device_name(pl_info()->device), pl_sym_impl());
     drv_say("# layer forward + backward (H 256, E %d, top-2, F 16 so that moving rows dominates), median of the slowest rank\n", 2 * n);
     drv_say("# %-5s %6s %10s %10s %7s %10s %10s\n", "", "tokens", "two-sided", "one-sided", "ratio", "GB/s two", "GB/s one");
@@ -235,7 +247,7 @@ int l9_mode_bench(void) {
     size_t maxc = bytes[ROWS - 1] / 4;
     float *in = pl_malloc_floats(maxc), *out = pl_malloc_floats(maxc), *tmp = pl_malloc_floats(maxc / (size_t)n + 1);
     pl_fill(in, 1.0f, maxc, NULL);
-    moe_ar *ar = moe_ar_create(maxc, L9.comm);
+    moe_ar *ar = moe_ar_create(maxc, pl_comm_world());
     plc_profile prof;
     char err[256];
     bool have_prof = plc_profile_load(&prof, L9.profile, err, sizeof err) == 0;
@@ -247,7 +259,7 @@ int l9_mode_bench(void) {
         size_t count = bytes[i] / 4;
         for (int wch = 0; wch < 4; wch++) {
             ar_call a = {in, out, tmp, count, ar, wch};
-            meas[i][wch] = drv_time(run_ar, &a, 2, drv_iters_for(bytes[i])).median_us;
+            meas[i][wch] = time_it(run_ar, &a, 2, drv_iters_for(bytes[i])).median_us;
         }
         if (have_prof) predict_ar(&prof, n, (double)bytes[i], pred[i]);
         for (int wch = 0; wch < 4 && have_prof; wch++) pred[i][wch] *= 1e6;

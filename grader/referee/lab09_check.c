@@ -1,13 +1,7 @@
-/* lab09_referee.c - Lab 9's inputs, reference and checks, on host arrays only: nothing here
- * touches device memory or calls the student (lab09.h says why).
- *
- * Every input is a function of (rank, that rank's seed) or of the public seed, so that after
- * the call every rank can rebuild every rank's inputs from the seeds and compute the float64
- * reference of the whole layer (models/internal/moe_ref.h). Inputs are drawn so that no
- * routing decision is a near-tie: a token whose k-th and (k+1)-th probabilities (or whose
- * two choices) are closer than MARGIN, or an assignment that ties with the one across a
- * capacity boundary, is drawn again. A float32 layer and the float64 reference then agree on
- * every discrete choice, and the checks can demand it exactly.
+/* lab09_check.c (referee) - Lab 9's checks: what the player left in the slots against the
+ * float64 layer (models/internal/moe_ref.h) run on every rank's inputs, which this referee
+ * rebuilds from their seeds (lab09_inputs.c). Nothing the player wrote is used as an index
+ * or a size here: those come from the referee's own inputs and reference.
  */
 #include <math.h>
 #include <stdio.h>
@@ -15,15 +9,7 @@
 #include <string.h>
 
 #include "internal/moe_ref.h" // defines: llm_moe_* (the float64 layer)
-#include "lab09.h"
-
-#define MARGIN 2e-4 /* probability gap around every routing decision (float32 error ~1e-7) */
-
-enum { ID_X = 1, ID_WR, ID_WG, ID_WU, ID_WD, ID_DY, ID_LOGITS, ID_DGATE, ID_A2A, ID_AR, ID_COUNTS };
-
-static float uni(uint64_t seed, uint64_t id, uint64_t i, float lo, float hi) {
-    return lo + (hi - lo) * (float)((double)(pl_rng_bits(seed, id, i) >> 11) / 9007199254740992.0);
-}
+#include "lab09_ref.h"
 
 static void *alloc0(size_t n, size_t size) {
     void *p = calloc(n + 1, size);
@@ -31,264 +17,8 @@ static void *alloc0(size_t n, size_t size) {
     return p;
 }
 
-uint64_t l9_public_seed(const drv_case *c) {
-    uint64_t v = pl_info()->seed * 0x9E3779B97F4A7C15ull + 0x51ED;
-    for (const char *s = c->name; *s; s++) v = (v ^ (unsigned char)*s) * 0x100000001B3ull;
-    return v;
-}
-
 static llm_moe_shape shape_of(const l9_params *p) {
     return (llm_moe_shape){p->T, p->H, p->F, p->E, p->k, p->cf, p->alpha};
-}
-
-/* ======================================================================================= */
-/* Routing margins                                                                         */
-/* ======================================================================================= */
-
-static void softmax_row(const double *l, double *p, int E) {
-    double mx = l[0], sum = 0;
-    for (int e = 1; e < E; e++) mx = fmax(mx, l[e]);
-    for (int e = 0; e < E; e++) sum += p[e] = exp(l[e] - mx);
-    for (int e = 0; e < E; e++) p[e] /= sum;
-}
-
-/* The top k+1 probabilities are apart by MARGIN (k < E); for k = E only the order matters. */
-static bool token_ok(const double *p, int E, int k) {
-    double best[3] = {-1, -1, -1};
-    for (int e = 0; e < E; e++) {
-        double v = p[e];
-        for (int i = 0; i < 3; i++)
-            if (v > best[i]) {
-                double t = best[i];
-                best[i] = v, v = t;
-            }
-    }
-    int upto = k < E ? k : E - 1;
-    for (int i = 0; i < upto; i++)
-        if (best[i] - best[i + 1] < MARGIN) return false;
-    return true;
-}
-
-/* A token whose assignment sits at a capacity boundary too close to the next, or -1. */
-static int capacity_clash(const llm_moe_shape *s, const llm_moe_routing *r) {
-    int C = llm_moe_capacity(s), T = s->tokens, k = s->top_k;
-    for (int e = 0; e < s->experts; e++) {
-        double above = INFINITY, below = -INFINITY; /* the C-th largest and the (C+1)-th */
-        int m = 0, t_below = -1;
-        for (int t = 0; t < T; t++)
-            for (int j = 0; j < k; j++) m += r->expert[t * k + j] == e;
-        if (m <= C) continue;
-        for (int t = 0; t < T; t++)
-            for (int j = 0; j < k; j++) {
-                if (r->expert[t * k + j] != e) continue;
-                double v = r->probs[(size_t)t * s->experts + e];
-                if (r->keep[t * k + j] && v < above) above = v;
-                if (!r->keep[t * k + j] && v > below) below = v, t_below = t;
-            }
-        if (above - below < MARGIN) return t_below;
-    }
-    return -1;
-}
-
-/* logits [T, E] of one group from a row generator, redrawn until every decision has its
- * margin; row(t, attempt, out) writes token t's logits for that attempt. */
-typedef void (*row_fn)(void *ctx, int t, int attempt, double *logits_row);
-
-static void draw_token(const llm_moe_shape *s, row_fn row, void *ctx, int t, int *attempt, double *l, double *pr) {
-    int E = s->experts;
-    do {
-        row(ctx, t, attempt[t]++, l + (size_t)t * E);
-        softmax_row(l + (size_t)t * E, pr, E);
-    } while (!token_ok(pr, E, s->top_k) && attempt[t] < 20000);
-}
-
-static void draw_routable(const llm_moe_shape *s, row_fn row, void *ctx) {
-    int T = s->tokens, E = s->experts;
-    int *attempt = alloc0((size_t)T, sizeof *attempt);
-    double *l = alloc0((size_t)T * E, sizeof *l), *pr = alloc0((size_t)E, sizeof *pr);
-    for (int t = 0; t < T; t++) draw_token(s, row, ctx, t, attempt, l, pr);
-    llm_moe_routing r;
-    llm_moe_routing_alloc(&r, s);
-    for (int round = 0; round < 20000; round++) {
-        llm_moe_route(s, l, &r);
-        int t = capacity_clash(s, &r);
-        if (t < 0) break;
-        draw_token(s, row, ctx, t, attempt, l, pr);
-    }
-    llm_moe_routing_free(&r);
-    free(attempt);
-    free(l);
-    free(pr);
-}
-
-/* ======================================================================================= */
-/* Inputs                                                                                  */
-/* ======================================================================================= */
-
-/* Route cases: logits drawn directly, skewed ones leaning on expert 0. */
-typedef struct {
-    const l9_params *p;
-    uint64_t seed;
-    float *logits;
-} route_ctx;
-static void route_row(void *v, int t, int attempt, double *out) {
-    route_ctx *c = v;
-    int E = c->p->E;
-    for (int e = 0; e < E; e++) {
-        float x = uni(c->seed, ID_LOGITS + ((uint64_t)attempt << 8), (uint64_t)t * E + e, -2, 2);
-        if (c->p->variant == V_SKEW && e == 0) x += 5;
-        c->logits[(size_t)t * E + e] = x;
-        out[e] = x;
-    }
-}
-
-/* Layer cases: token t of one call, and its logits against the router. */
-typedef struct {
-    const l9_params *p;
-    uint64_t seed;
-    int call;
-    const float *wr;
-    float *x;
-} token_ctx;
-static void token_row(void *v, int t, int attempt, double *out) {
-    token_ctx *c = v;
-    int H = c->p->H, E = c->p->E;
-    float *xt = c->x + (size_t)t * H;
-    uint64_t id = ID_X + ((uint64_t)c->call << 8) + ((uint64_t)attempt << 24);
-    for (int h = 0; h < H; h++) xt[h] = uni(c->seed, id, (uint64_t)t * H + h, -1, 1);
-    if (c->p->variant == V_SKEW) xt[0] = 1.0f; /* the feature the skewed router keys on */
-    for (int e = 0; e < E; e++) {
-        double acc = 0;
-        for (int h = 0; h < H; h++) acc += (double)xt[h] * c->wr[(size_t)e * H + h];
-        out[e] = acc;
-    }
-}
-
-static int a2a_count(const l9_params *p, uint64_t pub, int from, int to) {
-    switch (p->variant) {
-    case A2A_EMPTY: return 0;
-    case A2A_SKEW: return to == 0 ? 37 : 0;
-    default: return (from + 2 * to) % 5 == 1 ? 0 : (int)(pl_rng_bits(pub, ID_COUNTS, (uint64_t)from * 4096 + to) % 41);
-    }
-}
-
-void l9_inputs_make(const l9_params *p, int rank, uint64_t seed, uint64_t pub, l9_inputs *in) {
-    memset(in, 0, sizeof *in);
-    int n = L9.n, T = p->T, H = p->H, F = p->F, E = p->E, k = p->k;
-    switch (p->kind) {
-    case K_CONFIG: {
-        in->cfg = l9_config_of(p);
-        int codes[CFG_COUNT] = {MOE_OK, MOE_ERR_SHAPE, MOE_ERR_TOPK, MOE_ERR_TOPK, MOE_ERR_CAPACITY, MOE_ERR_CAPACITY,
-                                MOE_ERR_EXPERTS, MOE_ERR_MISMATCH};
-        if (p->variant == CFG_MISMATCH && rank == 0) in->cfg.hidden += 8;
-        in->expect_code = codes[p->variant];
-        return;
-    }
-    case K_ROUTE: {
-        llm_moe_shape s = shape_of(p);
-        in->logits = alloc0((size_t)T * E, sizeof(float));
-        route_ctx rc = {p, seed, in->logits};
-        draw_routable(&s, route_row, &rc);
-        /* dgate: 0 on dropped assignments, as moe_forward's backward would give */
-        double *l = alloc0((size_t)T * E, sizeof *l);
-        for (size_t i = 0; i < (size_t)T * E; i++) l[i] = in->logits[i];
-        llm_moe_routing r;
-        llm_moe_routing_alloc(&r, &s);
-        llm_moe_route(&s, l, &r);
-        in->dgate = alloc0((size_t)T * k, sizeof(float));
-        for (int a = 0; a < T * k; a++) in->dgate[a] = r.keep[a] ? uni(seed, ID_DGATE, (uint64_t)a, -1, 1) : 0.0f;
-        in->daux = uni(seed, ID_DGATE, 1u << 30, 0.5f, 2.0f);
-        llm_moe_routing_free(&r);
-        free(l);
-        return;
-    }
-    case K_A2A: {
-        in->send_counts = alloc0((size_t)n, sizeof(int));
-        in->recv_counts = alloc0((size_t)n, sizeof(int));
-        size_t total = 0;
-        for (int q = 0; q < n; q++) {
-            in->send_counts[q] = a2a_count(p, pub, rank, q);
-            in->recv_counts[q] = a2a_count(p, pub, q, rank);
-            total += (size_t)in->send_counts[q];
-        }
-        in->a2a_send = alloc0(total, sizeof(float));
-        for (size_t i = 0; i < total; i++) in->a2a_send[i] = (float)((int)(pl_rng_bits(seed, ID_A2A, i) % 2047) - 1023);
-        return;
-    }
-    case K_AR: {
-        size_t nin = (size_t)p->calls * (size_t)p->count;
-        in->ar_in = alloc0(nin, sizeof(float));
-        for (size_t i = 0; i < nin; i++) in->ar_in[i] = uni(seed, ID_AR, i, -1, 1);
-        return;
-    }
-    case K_LAYER:
-    case K_REUSE:
-        break;
-    }
-    int Le = E / n;
-    llm_moe_shape s = shape_of(p);
-    in->wr = alloc0((size_t)E * H, sizeof(float));
-    float wb = 2.0f / sqrtf((float)H);
-    for (size_t i = 0; i < (size_t)E * H; i++) in->wr[i] = uni(pub, ID_WR, i, -wb, wb);
-    if (p->variant == V_SKEW)
-        for (int e = 0; e < E; e++) in->wr[(size_t)e * H] = e == 0 ? 6.0f : -1.0f;
-    in->wg = alloc0((size_t)Le * F * H, sizeof(float));
-    in->wu = alloc0((size_t)Le * F * H, sizeof(float));
-    in->wd = alloc0((size_t)Le * H * F, sizeof(float));
-    float gb = 1.0f / sqrtf((float)H), db = 1.0f / sqrtf((float)F);
-    for (size_t i = 0; i < (size_t)Le * F * H; i++) {
-        in->wg[i] = uni(seed, ID_WG, i, -gb, gb);
-        in->wu[i] = uni(seed, ID_WU, i, -gb, gb);
-        in->wd[i] = uni(seed, ID_WD, i, -db, db);
-    }
-    in->x = alloc0((size_t)p->calls * T * H, sizeof(float));
-    for (int call = 0; call < p->calls; call++) {
-        token_ctx tc = {p, seed, call, in->wr, in->x + (size_t)call * T * H};
-        draw_routable(&s, token_row, &tc);
-    }
-    in->dy = alloc0((size_t)T * H, sizeof(float));
-    for (size_t i = 0; i < (size_t)T * H; i++) in->dy[i] = uni(seed, ID_DY, i, -1, 1);
-    in->daux = 1.5f;
-}
-
-void l9_inputs_free(l9_inputs *in) {
-    void *ptrs[] = {in->x, in->wr, in->wg, in->wu, in->wd, in->dy, in->logits, in->dgate, in->send_counts,
-                    in->recv_counts, in->a2a_send, in->ar_in};
-    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
-    memset(in, 0, sizeof *in);
-}
-
-void l9_outputs_alloc(const l9_params *p, l9_outputs *o) {
-    memset(o, 0, sizeof *o);
-    int n = L9.n, T = p->T, H = p->H, F = p->F, E = p->E, k = p->k, Le = E > 0 && n > 0 ? E / n : 0;
-    o->code = -1;
-    if (p->kind == K_ROUTE || p->kind == K_LAYER || p->kind == K_REUSE) {
-        o->r = (moe_routing){alloc0((size_t)T * E, sizeof(float)), alloc0((size_t)T * k, sizeof(int)),
-                             alloc0((size_t)T * k, sizeof(float)), alloc0((size_t)T * k, sizeof(int)), NAN};
-        for (int a = 0; a < T * k; a++) o->r.expert[a] = o->r.keep[a] = -7; /* never written shows */
-        o->dlogits = alloc0((size_t)T * E, sizeof(float));
-    }
-    if (p->kind == K_LAYER || p->kind == K_REUSE) {
-        o->y = alloc0((size_t)p->calls * T * H, sizeof(float));
-        o->dx = alloc0((size_t)T * H, sizeof(float));
-        o->dwr = alloc0((size_t)E * H, sizeof(float));
-        o->dwg = alloc0((size_t)Le * F * H, sizeof(float));
-        o->dwu = alloc0((size_t)Le * F * H, sizeof(float));
-        o->dwd = alloc0((size_t)Le * H * F, sizeof(float));
-    }
-    if (p->kind == K_A2A) o->a2a_recv = alloc0((size_t)n * 64, sizeof(float));
-    if (p->kind == K_AR) o->ar_out = alloc0((size_t)p->calls * (size_t)p->count, sizeof(float));
-    o->pair_fwd = alloc0((size_t)n, sizeof(double));
-    o->pair_bwd = alloc0((size_t)n, sizeof(double));
-    o->kinds_fwd = alloc0(PL_OP_COUNT, sizeof(int));
-    o->kinds_bwd = alloc0(PL_OP_COUNT, sizeof(int));
-}
-
-void l9_outputs_free(l9_outputs *o) {
-    void *ptrs[] = {o->r.probs, o->r.expert, o->r.gate, o->r.keep, o->dlogits, o->y, o->dx, o->dwr, o->dwg, o->dwu,
-                    o->dwd, o->a2a_recv, o->ar_out, o->pair_fwd, o->pair_bwd, o->kinds_fwd, o->kinds_bwd};
-    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
-    memset(o, 0, sizeof *o);
 }
 
 /* ======================================================================================= */
@@ -313,7 +43,7 @@ static double *to_double(const float *a, size_t n) {
 }
 
 /* Every assignment's expert and keep against the reference; fails with the first difference. */
-static void check_routing(drv_case *c, const l9_params *p, const moe_routing *got, const llm_moe_routing *want) {
+static void check_routing(drv_case *c, const l9_params *p, const l9_outputs *got, const llm_moe_routing *want) {
     int A = p->T * p->k, bad_e = 0, bad_k = 0, fe = -1, fk = -1;
     for (int a = 0; a < A; a++) {
         if (got->expert[a] != want->expert[a] && bad_e++ == 0) fe = a;
@@ -405,8 +135,8 @@ static void check_route(drv_case *c, const l9_params *p, const l9_inputs *in, co
     llm_moe_routing_alloc(&r, &s);
     llm_moe_route(&s, l, &r);
     llm_moe_route_backward(&s, &r, dg, in->daux, dl);
-    drv_check_error(c, "probs (softmax of the logits)", rel_fro(o->r.probs, r.probs, TE), drv_tolerance());
-    check_routing(c, p, &o->r, &r);
+    drv_check_error(c, "probs (softmax of the logits)", rel_fro(o->probs, r.probs, TE), drv_tolerance());
+    check_routing(c, p, o, &r);
     double *sc = alloc0(TE, sizeof *sc);
     dlogit_scales(p, &r, dg, in->daux, sc);
     drv_check_error(c, "dlogits", err_scaled(o->dlogits, dl, TE, norm2(sc, TE)), drv_tolerance());
@@ -415,18 +145,28 @@ static void check_route(drv_case *c, const l9_params *p, const l9_inputs *in, co
     free(l), free(dg), free(dl);
 }
 
+/* What the player counted in phase 0 (the forward(s), or the whole call) or 1 (the
+ * backward): bytes to each rank, ops of one kind. */
+static const double *pairs_of(const l9_params *p, const l9_outputs *o, int phase) {
+    return o->counted + l9_cnt_pairs(p->n, phase);
+}
+static double ops_of(const l9_params *p, const l9_outputs *o, int phase, int kind) {
+    double v = o->counted[l9_cnt_kinds(p->n, phase) + kind];
+    return isfinite(v) ? v : 1e30; /* the player's number: a NaN must not pass as none */
+}
+
 /* Bytes this rank must have sent to each peer: counts + the rows each way. */
 static void check_pairs(drv_case *c, const char *phase, const double *got, const double *want) {
     int bad = 0, fp = -1;
-    for (int q = 0; q < L9.n; q++)
-        if (q != L9.me && fabs(got[q] - want[q]) > 0.5 && bad++ == 0) fp = q;
+    for (int q = 0; q < c->world; q++)
+        if (q != c->rank && !(fabs(got[q] - want[q]) <= 0.5) && bad++ == 0) fp = q;
     if (drv_sum(bad) > 0 && bad)
         drv_fail(c, "traffic, %s: %.0f bytes to rank %d, expected %.0f (README.md: the rows routed there x hidden x 4%s)",
                  phase, got[fp], fp, want[fp], strcmp(phase, "backward") ? " + the counts" : "");
 }
 
 static void check_layer(drv_case *c, const l9_params *p, const l9_outputs *o, const uint64_t *seeds, uint64_t pub) {
-    int n = L9.n, me = L9.me, T = p->T, H = p->H, F = p->F, E = p->E, Le = E / n, calls = p->calls;
+    int n = p->n, me = c->rank, T = p->T, H = p->H, F = p->F, E = p->E, Le = E / n, calls = p->calls;
     llm_moe_shape s = shape_of(p);
     size_t TH = (size_t)T * H, FH = (size_t)F * H;
     l9_inputs *all = alloc0((size_t)n, sizeof *all);
@@ -442,7 +182,7 @@ static void check_layer(drv_case *c, const l9_params *p, const l9_outputs *o, co
     llm_moe_routing *rt = alloc0((size_t)n, sizeof *rt);
     for (int r = 0; r < n; r++) llm_moe_routing_alloc(&rt[r], &s);
     double *want_fwd = alloc0((size_t)n, sizeof(double)), *want_bwd = alloc0((size_t)n, sizeof(double));
-    double count_bytes = p->disp == MOE_ONE_SIDED ? 4.0 * E : 4.0 * Le;
+    double count_bytes = p->disp == L9_ONE_SIDED ? 4.0 * E : 4.0 * Le;
     double y_num = 0, y_den = 0;
     for (int call = 0; call < calls; call++) {
         for (int r = 0; r < n; r++)
@@ -466,7 +206,7 @@ static void check_layer(drv_case *c, const l9_params *p, const l9_outputs *o, co
         }
     }
     /* the last call's routing, then its backward */
-    check_routing(c, p, &o->r, &rt[me]);
+    check_routing(c, p, o, &rt[me]);
     drv_check_error(c, calls > 1 ? "y (every call)" : "y", y_den > 0 ? sqrt(y_num / y_den) : sqrt(y_num), drv_tolerance());
     double *dx = alloc0((size_t)n * TH, sizeof *dx), *dwr = alloc0((size_t)n * E * H, sizeof *dwr);
     double *dwg = alloc0((size_t)E * FH, sizeof *dwg), *dwu = alloc0((size_t)E * FH, sizeof *dwu), *dwd = alloc0((size_t)E * FH, sizeof *dwd);
@@ -479,17 +219,21 @@ static void check_layer(drv_case *c, const l9_params *p, const l9_outputs *o, co
     drv_check_error(c, "w_gate gradient (this rank's experts, every token routed to them)", rel_fro(o->dwg, dwg + mine, le), drv_tolerance());
     drv_check_error(c, "w_up gradient", rel_fro(o->dwu, dwu + mine, le), drv_tolerance());
     drv_check_error(c, "w_down gradient", rel_fro(o->dwd, dwd + mine, le), drv_tolerance());
-    check_pairs(c, calls > 1 ? "forwards" : "forward", o->pair_fwd, want_fwd);
-    check_pairs(c, "backward", o->pair_bwd, want_bwd);
-    int puts = o->kinds_fwd[PL_OP_PUT] + o->kinds_bwd[PL_OP_PUT] + o->kinds_fwd[PL_OP_SIGNAL] + o->kinds_bwd[PL_OP_SIGNAL];
-    int sends = o->kinds_fwd[PL_OP_SEND] + o->kinds_bwd[PL_OP_SEND], colls = 0;
-    for (int kd = 0; kd < PL_OP_COUNT; kd++)
-        if (pl_op_is_collective((pl_op_kind)kd)) colls += o->kinds_fwd[kd] + o->kinds_bwd[kd];
-    if (drv_sum(colls) > 0 && colls) drv_fail(c, "the layer called %d library collective(s): counts and rows move by the dispatcher only", colls);
-    if (p->disp == MOE_TWO_SIDED && drv_sum(puts) > 0 && puts)
-        drv_fail(c, "the two-sided dispatcher made %d put/signal call(s): it moves everything with moe_alltoallv", puts);
-    if (p->disp == MOE_ONE_SIDED && drv_sum(sends) > 0 && sends)
-        drv_fail(c, "the one-sided dispatcher sent %d two-sided message(s): it moves everything with puts", sends);
+    check_pairs(c, calls > 1 ? "forwards" : "forward", pairs_of(p, o, 0), want_fwd);
+    check_pairs(c, "backward", pairs_of(p, o, 1), want_bwd);
+    double puts = 0, sends = 0, colls = 0;
+    for (int ph = 0; ph < 2; ph++) {
+        puts += ops_of(p, o, ph, PL_OP_PUT) + ops_of(p, o, ph, PL_OP_SIGNAL);
+        sends += ops_of(p, o, ph, PL_OP_SEND);
+        for (int kd = 0; kd < PL_OP_COUNT; kd++)
+            if (pl_op_is_collective((pl_op_kind)kd)) colls += ops_of(p, o, ph, kd);
+    }
+    if (drv_sum(colls) > 0 && colls > 0)
+        drv_fail(c, "the layer called %.0f library collective(s): counts and rows move by the dispatcher only", colls);
+    if (p->disp == L9_TWO_SIDED && drv_sum(puts) > 0 && puts > 0)
+        drv_fail(c, "the two-sided dispatcher made %.0f put/signal call(s): it moves everything with moe_alltoallv", puts);
+    if (p->disp == L9_ONE_SIDED && drv_sum(sends) > 0 && sends > 0)
+        drv_fail(c, "the one-sided dispatcher sent %.0f two-sided message(s): it moves everything with puts", sends);
     for (int r = 0; r < n; r++) llm_moe_routing_free(&rt[r]), l9_inputs_free(&all[r]);
     void *f[] = {all, x, y, wr, dy, wg, wu, wd, rt, want_fwd, want_bwd, dx, dwr, dwg, dwu, dwd};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) free(f[i]);
@@ -497,7 +241,7 @@ static void check_layer(drv_case *c, const l9_params *p, const l9_outputs *o, co
 
 static void check_a2a(drv_case *c, const l9_params *p, const l9_inputs *in, const l9_outputs *o, const uint64_t *seeds,
                       uint64_t pub) {
-    int n = L9.n, me = L9.me, wrong = 0, first = -1, from = -1;
+    int n = p->n, me = c->rank, wrong = 0, first = -1, from = -1;
     float ev = 0, gv = 0;
     double *want_pairs = alloc0((size_t)n, sizeof(double));
     size_t at = 0;
@@ -518,13 +262,13 @@ static void check_a2a(drv_case *c, const l9_params *p, const l9_inputs *in, cons
     if (total > 0 && wrong)
         drv_fail(c, "%d wrong element(s) here (%.0f in all); at index %d (from rank %d): expected %g, got %g%s", wrong, total,
                  first, from, ev, gv, isnan(gv) ? " (never written?)" : "");
-    check_pairs(c, "all-to-all-v", o->pair_fwd, want_pairs);
+    check_pairs(c, "all-to-all-v", pairs_of(p, o, 0), want_pairs);
     free(want_pairs);
 }
 
 /* The order the handout fixes: ((in_0 + in_1) + in_2) + ..., in float. */
 static void check_ar(drv_case *c, const l9_params *p, const l9_outputs *o, const uint64_t *seeds, uint64_t pub) {
-    int n = L9.n;
+    int n = p->n;
     size_t N = (size_t)p->calls * (size_t)p->count;
     float *want = alloc0(N, sizeof(float));
     for (int r = 0; r < n; r++) {

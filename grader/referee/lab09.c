@@ -1,0 +1,171 @@
+/* lab09.c (referee) - Lab 9's cases on the referee's side: the slots of a case filled with
+ * this rank's inputs (lab09_inputs.c), then, after the player's call, the checks against the
+ * float64 layer (lab09_check.c) and the traffic the calls should have counted.
+ *
+ * Seeds: rank r's inputs come from drv_case_seed(c, r, 0), which only referees can compute;
+ * what every rank shares (the router, the all-to-all-v's counts) from the public seed
+ * drv_case_seed(c, -1, 0), and the player's timing jitter from a seed of its own. Each
+ * referee computes every rank's inputs when it checks, so no seed ever crosses.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lab09_ref.h"
+
+#define PUBLIC_RANK (-1)    /* drv_case_seed's rank of the shared inputs                     */
+#define JITTER_RUN 0x6A177E /* drv_case_seed's run of the jitter seed: no timed run has it   */
+
+typedef struct {
+    l9_params p;
+    uint64_t *seeds; /* every rank's */
+    uint64_t pub;
+    l9_inputs in;    /* this rank's */
+} lab9_case;
+
+/* ---- setup: the slots and this rank's inputs ------------------------------------------ */
+
+static void *slot_in(drv_case *c, const char *name, const void *src, size_t bytes) {
+    void *p = drv_slot_new(c, name, bytes, DRV_IN | DRV_CONST);
+    if (bytes) memcpy(p, src, bytes);
+    return p;
+}
+
+/* The routing a route case or a layer's last forward leaves. */
+static void routing_slots(drv_case *c, const l9_params *p) {
+    size_t TE = (size_t)p->T * p->E, A = (size_t)p->T * p->k;
+    drv_slot_new(c, "probs", TE * sizeof(float), DRV_OUT);
+    drv_slot_new(c, "expert", A * sizeof(int32_t), DRV_OUT);
+    drv_slot_new(c, "gate", A * sizeof(float), DRV_OUT);
+    drv_slot_new(c, "keep", A * sizeof(int32_t), DRV_OUT);
+    drv_slot_new(c, "aux", sizeof(float), DRV_OUT);
+}
+
+void lab9_setup(drv_case *c) {
+    lab9_case *k = drv_state(c, sizeof *k);
+    l9_params *p = &k->p;
+    l9_params_of(c, p);
+    k->seeds = calloc((size_t)c->world, sizeof *k->seeds);
+    PL_CHECK(k->seeds != NULL, "out of host memory");
+    for (int r = 0; r < c->world; r++) k->seeds[r] = drv_case_seed(c, r, 0);
+    k->pub = drv_case_seed(c, PUBLIC_RANK, 0);
+    l9_inputs *in = &k->in;
+    l9_inputs_make(p, c->rank, k->seeds[c->rank], k->pub, in);
+
+    slot_in(c, "cfg", &in->cfg, sizeof in->cfg);
+    l9_scalars sc = {drv_case_seed(c, c->rank, JITTER_RUN), in->daux, 0};
+    slot_in(c, "scalars", &sc, sizeof sc);
+    drv_slot_new(c, "counted", (size_t)l9_cnt_len(p->n) * sizeof(double), DRV_OUT | DRV_ZEROED);
+    size_t T = (size_t)p->T, H = (size_t)p->H, F = (size_t)p->F, E = (size_t)p->E, K = (size_t)p->k;
+    switch (p->kind) {
+    case K_CONFIG: drv_slot_new(c, "code", sizeof(int32_t), DRV_OUT); break;
+    case K_ROUTE:
+        slot_in(c, "logits", in->logits, T * E * sizeof(float));
+        slot_in(c, "dgate", in->dgate, T * K * sizeof(float));
+        routing_slots(c, p);
+        drv_slot_new(c, "dlogits", T * E * sizeof(float), DRV_OUT);
+        break;
+    case K_A2A: {
+        int32_t *counts = drv_slot_new(c, "counts", 2 * (size_t)p->n * sizeof(int32_t), DRV_IN | DRV_CONST);
+        for (int q = 0; q < p->n; q++) counts[q] = in->send_counts[q], counts[p->n + q] = in->recv_counts[q];
+        slot_in(c, "send", in->a2a_send, in->send_total * sizeof(float));
+        drv_slot_new(c, "recv", in->recv_total * sizeof(float), DRV_OUT);
+        break;
+    }
+    case K_LAYER:
+    case K_REUSE: {
+        size_t Le = E / (size_t)p->n, calls = (size_t)p->calls;
+        slot_in(c, "x", in->x, calls * T * H * sizeof(float));
+        slot_in(c, "wr", in->wr, E * H * sizeof(float));
+        slot_in(c, "wg", in->wg, Le * F * H * sizeof(float));
+        slot_in(c, "wu", in->wu, Le * F * H * sizeof(float));
+        slot_in(c, "wd", in->wd, Le * H * F * sizeof(float));
+        slot_in(c, "dy", in->dy, T * H * sizeof(float));
+        drv_slot_new(c, "y", calls * T * H * sizeof(float), DRV_OUT);
+        drv_slot_new(c, "dx", T * H * sizeof(float), DRV_OUT);
+        routing_slots(c, p);
+        drv_slot_new(c, "dwr", E * H * sizeof(float), DRV_OUT | DRV_ZEROED); /* moe_backward accumulates */
+        drv_slot_new(c, "dwg", Le * F * H * sizeof(float), DRV_OUT | DRV_ZEROED);
+        drv_slot_new(c, "dwu", Le * F * H * sizeof(float), DRV_OUT | DRV_ZEROED);
+        drv_slot_new(c, "dwd", Le * H * F * sizeof(float), DRV_OUT | DRV_ZEROED);
+        break;
+    }
+    case K_AR: {
+        size_t bytes = (size_t)p->calls * (size_t)p->count * sizeof(float);
+        if (p->in_place) {
+            memcpy(drv_slot_new(c, "buf", bytes, DRV_INOUT), in->ar_in, bytes);
+        } else {
+            slot_in(c, "in", in->ar_in, bytes);
+            drv_slot_new(c, "out", bytes, DRV_OUT);
+        }
+        break;
+    }
+    }
+}
+
+/* ---- check -------------------------------------------------------------------------------- */
+
+static l9_outputs outputs_of(drv_case *c, const l9_params *p) {
+    l9_outputs o = {.counted = drv_slot_host(c, "counted")};
+    switch (p->kind) {
+    case K_CONFIG: memcpy(&o.code, drv_slot_host(c, "code"), sizeof o.code); break;
+    case K_A2A: o.a2a_recv = drv_slot_host(c, "recv"); break;
+    case K_AR: o.ar_out = drv_slot_host(c, p->in_place ? "buf" : "out"); break;
+    case K_LAYER:
+    case K_REUSE:
+        o.y = drv_slot_host(c, "y"), o.dx = drv_slot_host(c, "dx");
+        o.dwr = drv_slot_host(c, "dwr"), o.dwg = drv_slot_host(c, "dwg");
+        o.dwu = drv_slot_host(c, "dwu"), o.dwd = drv_slot_host(c, "dwd");
+        break;
+    case K_ROUTE: o.dlogits = drv_slot_host(c, "dlogits"); break;
+    }
+    if (p->kind == K_ROUTE || p->kind == K_LAYER || p->kind == K_REUSE) { /* a route's, or the last forward's */
+        o.probs = drv_slot_host(c, "probs"), o.gate = drv_slot_host(c, "gate");
+        o.expert = drv_slot_host(c, "expert"), o.keep = drv_slot_host(c, "keep");
+        memcpy(&o.aux, drv_slot_host(c, "aux"), sizeof o.aux);
+    }
+    return o;
+}
+
+void lab9_check(drv_case *c) {
+    lab9_case *k = c->state;
+    if (!c->ran) return;
+    l9_outputs o = outputs_of(c, &k->p);
+    /* the player's own two counts of its one-sided calls: the harness's counters and what
+     * reached its symmetric backend (both in its memory: they must at least agree) */
+    const double *sym = o.counted + l9_cnt_sym(k->p.n);
+    double mismatch = !((double)c->m.puts == sym[L9_SYM_PUTS] && (double)c->m.put_bytes == sym[L9_SYM_PUT_BYTES] &&
+                        (double)c->m.signals == sym[L9_SYM_SIGNALS]);
+    if (drv_max(mismatch) > 0)
+        drv_forbid(c, "the counted one-sided traffic differs from what reached the symmetric-memory backend");
+    l9_referee_check(c, &k->p, &k->in, &o, k->seeds, k->pub);
+    if (k->p.kind == K_ROUTE && drv_max((double)(c->m.puts + c->m.msgs_sent + c->m.coll_total)) > 0)
+        drv_fail(c, "the router communicated: it is host code on this rank's tokens only");
+}
+
+/* What the calls should have counted (the player's counters over play(): the all-reduces'
+ * include moe_ar_create's, which needs no library collective either). */
+void lab9_model(drv_case *c, drv_model *m) {
+    lab9_case *k = c->state;
+    if (k->p.kind == K_ROUTE) m->no_collectives = m->no_p2p = true;
+    if (k->p.kind == K_AR) m->no_collectives = m->no_p2p = true;
+    if (k->p.kind != K_A2A) return;
+    m->no_collectives = true;
+    double bytes = 0, msgs = 0;
+    for (int q = 0; q < c->world; q++)
+        if (q != c->rank && k->in.send_counts[q] > 0) bytes += 4.0 * k->in.send_counts[q], msgs++;
+    m->exact_p2p = true, m->p2p_bytes = bytes, m->p2p_msgs = msgs;
+    m->bytes_optimal = bytes, m->bytes_agg = DRV_BYTES_AVG;
+}
+
+void lab9_teardown(drv_case *c) {
+    lab9_case *k = c->state;
+    l9_inputs_free(&k->in);
+    free(k->seeds);
+}
+
+void lab9_init(void) {
+    drv_print("# lab09: %d rank(s); tokens %d, hidden %d, ffn %d per rank; jitter after symmetric waits and barriers "
+              "up to %g us\n", pl_world(), L9.tokens, L9.hidden, L9.ffn, L9.jitter_us);
+}
