@@ -33,7 +33,7 @@
 #define L8_MAX_CONFIGS 16
 #define L8_MAX_STAGES 64    /* threed.h's TD_MAX_STAGES: --layers at most this        */
 #define L8_MAX_MEMBERS 1024 /* ranks of one group the grid cases report               */
-#define L8_TIMED_STEPS 3    /* timed training steps of a passing step case (-n wins)  */
+#define L8_TIMED_STEPS 1    /* timed training steps of a passing step case (-n wins)  */
 
 /* threed.h's return codes, segment kinds and configuration, for the referee. */
 enum { L8_OK = 0, L8_ERR_WORLD = -1, L8_ERR_VOCAB = -2, L8_ERR_HEADS = -3, L8_ERR_LAYERS = -4, L8_ERR_BATCH = -5,

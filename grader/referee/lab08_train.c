@@ -14,7 +14,8 @@
  * A step case plays k steps; its traffic case judges the first step's counts from the same
  * run (the referee keeps it in l8_state), or plays a run of its own when its step case did
  * not (a restart after a crash, or --filter 'traffic.*'). A passing step case then times
- * single steps, each on a fresh batch and checked against the reference stepped alike. */
+ * one more step (-n: more), each on a fresh batch and checked against the reference
+ * stepped alike. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -345,7 +346,8 @@ void l8_step_perf(drv_case *c) {
     if (drv_failed(c)) return;
     drv_num(c, "time_us", tm.median_us);
     drv_num(c, "min_time_us", tm.min_us);
-    drv_note(c, "%s; a step %.0f us (median of %d, each on a fresh batch, checked)", note, tm.median_us, tm.iters);
+    if (tm.iters == 1) drv_note(c, "%s; one more step on a fresh batch, checked: %.0f us", note, tm.median_us);
+    else drv_note(c, "%s; %d more steps, each on a fresh batch, checked: %.0f us (median)", note, tm.iters, tm.median_us);
 }
 
 /* Timed run `run`: one more step, on a batch of fresh seeds. */
