@@ -79,7 +79,7 @@ typedef struct {
 } td_grid;
 
 /* ==================================================================================== */
-/* What the kit gives you (grader/drivers/lab08_player.c)                                */
+/* What the kit gives you (grader/player/lab08.c)                                        */
 /* ==================================================================================== */
 
 typedef enum { TD_F = 0, TD_B = 1 } td_kind;

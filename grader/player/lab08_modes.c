@@ -1,4 +1,4 @@
-/* lab08_player_modes.c - Lab 8's modes.
+/* lab08_modes.c (player) - Lab 8's modes: the student's program, run without a referee.
  *   plan   (make lab-8 RUN=plan [PROFILE=..] [ARGS="--model 145.6B --top 10"]) the planner
  *          (common/pl_planner.h): the fastest configurations of a model that fit, with
  *          time, memory per GPU and TFLOP/s per GPU, beside the published one.
@@ -14,8 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lab08.h"
-#include "pl_planner.h" // defines: plp_* (the planner)
+#include "lab08_player.h"
+#include "pl_instrument.h" // defines: pl_host_allreduce
+#include "pl_planner.h"    // defines: plp_* (the planner)
 
 /* Table 1 with the configuration of each row as the paper's scripts ran it
  * (examples/sc21/run_table_1.sh of Megatron-LM: micro-batch size and layers per virtual
@@ -100,7 +101,8 @@ static void plan_one(const plc_profile *prof, const char *title, const plp_model
     free(best);
 }
 
-int l8_mode_plan(l8_state *S) {
+int l8_mode_plan(void) {
+    const l8_state *S = l8_lab();
     if (pl_rank() != 0) return 0;
     plc_profile prof;
     if (!load_profile(S->profile, &prof, true)) return 2;
@@ -123,12 +125,6 @@ int l8_mode_plan(l8_state *S) {
         plan_one(&prof, title, &m, gpus, B, same ? &pub : NULL, strcmp(S->model, "all") ? S->top : 3);
     }
     return 0;
-}
-
-bool l8_model_known(const char *name) {
-    for (int i = 0; i < NROWS; i++)
-        if (!strcmp(name, TABLE1[i].name)) return true;
-    return !strcmp(name, "tiny") || !strcmp(name, "all");
 }
 
 /* ==================================================================================== */
@@ -178,38 +174,49 @@ static void bench_tiny(l8_state *S) {
     bool have = load_profile("this-machine", &prof, false);
     int N = pl_world();
     int steps = S->bench_steps + 1; /* the first one warms up */
+    uint64_t seed = pl_info()->seed;
+    l8_step_configs(S, N);
     drv_say("# the tiny GPT (T %d, b %d, C %d, H %d, F %d, V %d, L %d) stepped here at %d rank(s), median of %d steps after one; "
             "predicted on this-machine (make calibrate)\n", S->T, S->b, S->C, S->H, S->F, S->V, S->L, N, steps - 1);
     for (int i = 0; i < S->ncfgs; i++) {
         l8_tpd k = S->cfgs[i];
-        td_config c = l8_config(S, k.t, k.p);
+        l8_cfg c = l8_config(S, k.t, k.p);
         l8_layout lay;
         l8_layout_make(&lay, &c, N, pl_rank());
-        float *params0 = malloc(lay.count * sizeof *params0);
         size_t n = (size_t)c.micro * c.seq * c.batch;
-        int *ids = malloc(2 * (size_t)steps * n * sizeof *ids);
+        float *params0 = malloc(lay.count * sizeof *params0), *params = pl_malloc_floats(lay.count + 1);
+        int *ids = malloc(2 * n * sizeof *ids);
         PL_CHECK(params0 && ids, "out of host memory");
-        l8_initial_params(params0, &lay, &c, S->seed);
-        const int *tok[L8_MAX_STEPS], *tgt[L8_MAX_STEPS];
-        for (int s = 0; s < steps; s++) {
-            l8_step_tokens(ids + (size_t)s * n, &c, S->seed + 1 + (uint64_t)lay.dp, s);
-            l8_step_targets(ids + (size_t)(steps + s) * n, &c, S->seed, lay.dp, s);
-            tok[s] = ids + (size_t)s * n, tgt[s] = ids + (size_t)(steps + s) * n;
+        l8_initial_params(params0, &lay, &c, seed);
+        pl_upload(params, params0, lay.count * sizeof *params0);
+        l8_stage_run run;
+        l8_stage_open(&run, &c, params);
+        double t[L8_MAX_STEPS];
+        int rc = TD_OK;
+        for (int s = 0; s < steps && rc == TD_OK; s++) {
+            /* replica dp's tokens, its targets: seeds of this mode's own */
+            l8_step_ids(ids, &c, seed + 1 + (uint64_t)lay.dp, s, false);
+            l8_step_ids(ids + n, &c, seed + 1 + (uint64_t)lay.dp, s, true);
+            td_batch batch = {lay.first ? ids : NULL, lay.last ? ids + n : NULL};
+            td_result res;
+            pl_device_sync();
+            double one = 1;
+            pl_host_allreduce(&one, 1, PL_HOST_SUM, NULL); /* every rank starts the step together */
+            double t0 = pl_now();
+            rc = td_train_step(&run.st, &batch, &res);
+            pl_device_sync();
+            double dt = pl_now() - t0, bad = rc != TD_OK;
+            pl_host_allreduce(&dt, 1, PL_HOST_MAX, NULL);
+            pl_host_allreduce(&bad, 1, PL_HOST_MAX, NULL);
+            if (s > 0) t[s - 1] = dt;
+            if (bad > 0 && rc == TD_OK) rc = TD_ERR_TODO; /* another rank's failed: stop with it */
         }
-        l8_step_out out;
-        memset(&out, 0, sizeof out);
-        out.params = malloc(lay.count * sizeof(float));
-        td_grid g;
-        l8_kit_grid(&g, k.t, k.p);
-        l8_play_steps(&g, &c, &lay, params0, tok, tgt, steps, &out);
-        l8_kit_grid_free(&g);
-        if (drv_max(out.rc != TD_OK) > 0) {
-            drv_say("# tiny GPT t%dp%dd%d: td_train_step returned %d (%s): nothing measured\n", k.t, k.p, k.d, out.rc,
-                    td_error_string(out.rc));
+        l8_stage_close(&run);
+        if (rc != TD_OK) {
+            drv_say("# tiny GPT t%dp%dd%d: td_train_step returned %d (%s): nothing measured\n", k.t, k.p, k.d, rc,
+                    td_error_string(rc));
         } else {
-            double t[L8_MAX_STEPS];
             int m = steps - 1;
-            for (int s = 0; s < m; s++) t[s] = out.seconds[s + 1];
             for (int a = 1; a < m; a++)
                 for (int b = a; b > 0 && t[b] < t[b - 1]; b--) {
                     double x = t[b];
@@ -233,14 +240,17 @@ static void bench_tiny(l8_state *S) {
                 drv_say("# tiny GPT t%dp%dd%d: measured %.3f ms (no this-machine profile: make calibrate)\n", k.t, k.p, k.d, 1e3 * measured);
             }
         }
-        free(out.params), free(params0), free(ids);
+        pl_free(params);
+        free(params0), free(ids);
         l8_layout_free(&lay);
     }
 }
 
-int l8_mode_bench(l8_state *S) {
+int l8_mode_bench(void) {
+    for (int i = 0; i < NROWS; i++) PL_CHECK(l8_model_known(TABLE1[i].name), "a row of Table 1 that --model does not accept");
     if (pl_rank() == 0) bench_table1();
-    drv_max(0); /* rank 0's table is done before the steps start */
-    bench_tiny(S);
+    double one = 1;
+    pl_host_allreduce(&one, 1, PL_HOST_SUM, NULL); /* rank 0's table is done before the steps start */
+    bench_tiny(l8_lab());
     return 0;
 }
