@@ -1,0 +1,97 @@
+/* lab06.c (player) - Lab 6's calls: the student's DDP on the MLP built from the referee's
+ * weights, trained on this rank's rows only. What the referee judges comes back in the
+ * slots: the final parameters, and per (micro-)step what the player counted (collectives,
+ * messages, the all-reduces in the recorded order) and the layout the student held. */
+#include <string.h>
+
+#include "lab06_mlp.h"
+
+/* The MLP of a case: weights from the slot, room for this rank's rows. */
+static void build(drv_case *c, mlp *m, int rows) {
+    mlp_alloc(m, LAB6_IN, lab6_opts()->hidden, LAB6_CLASSES, rows);
+    mlp_load(m, drv_slot(c, "weights"));
+}
+
+static void done(mlp *m, ddp_state *d) {
+    ddp_free(d);
+    mlp_reset_grads(m);
+    mlp_free(m);
+}
+
+/* buckets.*: the layout ddp_init builds under the case's caps. */
+void lab6_play_buckets(drv_case *c) {
+    mlp m;
+    build(c, &m, 1);
+    lab6_caps k = lab6_caps_of((int)c->arg[2], m.hidden);
+    ddp_state d;
+    ddp_init(&d, m.p, LAB6_NPARAMS, (ddp_mode)c->arg[0], k.cap, k.first, pl_comm_world());
+    lab6_read_layout(&d, &m, drv_slot(c, "layout"));
+    done(&m, &d);
+}
+
+/* One (micro-)step's backward: ddp_backward_begin, then the backward and ddp_backward_end
+ * counted and traced on their own (the begin's collectives apart, in begin_colls). */
+static void backward(mlp *m, ddp_state *d, int rows, bool accumulate, lab6_step *rec) {
+    pl_metrics mm;
+    pl_device_sync();
+    pl_metrics_reset();
+    ddp_backward_begin(d);
+    pl_device_sync();
+    pl_metrics_get(&mm);
+    rec->begin_colls = (int64_t)(mm.coll_total + mm.msgs_sent);
+    lab6_read_layout(d, m, &rec->layout);
+    pl_metrics_reset();
+    pl_trace_clear();
+    mlp_backward(m, d, rows, accumulate);
+    ddp_backward_end(d);
+    pl_device_sync();
+    pl_metrics_get(&mm);
+    rec->allreduce = (int64_t)mm.coll_calls[PL_OP_ALLREDUCE];
+    rec->other_colls = (int64_t)(mm.coll_total - mm.coll_calls[PL_OP_ALLREDUCE]);
+    rec->msgs = (int64_t)mm.msgs_sent;
+    lab6_scan_trace(m, rec);
+}
+
+/* equal, calls, order, overlap, nosync, rebuild: the case's (micro-)steps on this rank's
+ * rows ("x" [steps][local][784], "y" [steps][local]). */
+void lab6_play_train(drv_case *c) {
+    int kind = (int)c->arg[1], n = lab6_nsteps(kind), local = lab6_opts()->batch / c->world;
+    mlp m;
+    build(c, &m, local);
+    lab6_caps k = lab6_caps_of((int)c->arg[2], m.hidden);
+    ddp_state d;
+    ddp_init(&d, m.p, LAB6_NPARAMS, (ddp_mode)c->arg[0], k.cap, k.first, pl_comm_world());
+    const float *x = drv_slot(c, "x");
+    const int *y = drv_slot(c, "y");
+    lab6_step *rec = drv_slot(c, "steps");
+    for (int s = 0; s < n; s++) {
+        const float *xs = x + (size_t)s * local * LAB6_IN;
+        const int *ys = y + (size_t)s * local;
+        m.bias_first = lab6_bias_first(kind, s, c->rank);
+        memset(&rec[s], 0, sizeof rec[s]);
+        if (kind == RUN_NOSYNC) ddp_set_sync(&d, lab6_step_syncs(kind, s));
+        mlp_forward(&m, xs, ys, local);
+        if (kind == RUN_REBUILD && s == 1) {
+            /* iteration 1: the rebuild happens in ddp_backward_begin; the layout is what
+             * is judged, and the iteration ends without communicating, so that ranks
+             * whose layouts disagree cannot hang each other */
+            pl_device_sync();
+            ddp_backward_begin(&d);
+            pl_device_sync();
+            lab6_read_layout(&d, &m, drv_slot(c, "layout"));
+            ddp_set_sync(&d, false);
+            mlp_backward(&m, &d, local, false);
+            ddp_backward_end(&d);
+            break;
+        }
+        backward(&m, &d, local, lab6_step_accumulates(kind, s), &rec[s]);
+        if (kind == RUN_TRAIN && s == n - 1) { /* the steady step on the cost model */
+            plc_prediction pp;
+            rec[s].pred_ok = lab6_predict(&pp);
+            if (rec[s].pred_ok) rec[s].pred_overlap = pp.comm_overlap, rec[s].pred_bwd_us = pp.step_time * 1e6;
+        }
+        if (lab6_step_optimizes(kind, s)) mlp_step(&m);
+    }
+    if (drv_slot_bytes(c, "params")) mlp_download(&m, drv_slot(c, "params"));
+    done(&m, &d);
+}
