@@ -444,7 +444,10 @@ int drv_main(const drv_lab *lab, int argc, char **argv) {
     if (lab->finish) lab->finish();
     drv_say("# %s: %d case(s), %d failed (%d rank(s), %s)\n", lab->name, g_cases_run, g_cases_failed, g_ref.world,
             g_player_backends);
-    int prc = player_exit();
     int rc = finish(g_cases_failed ? PL_EXIT_CHECK_FAILED : PL_EXIT_OK);
+    /* no referee leaves before rank 0's end record is out: mpirun ends the whole job when a
+     * rank exits non-zero, and would cut it off */
+    (void)drv_max(0);
+    int prc = player_exit();
     return prc ? prc : rc;
 }
