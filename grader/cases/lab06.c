@@ -17,7 +17,13 @@
  *   nosync      no collective during no_sync micro-steps [the player's counters]; the
  *               synced step matches
  *   rebuild.*   after the first iteration: buckets in rank 0's observed order, every rank
- *               [the student's state, as the player reads it]
+ *               [the student's state, as the player reads it]; rebuild.nosync: no rebuild
+ *               (nor any collective) in a no_sync micro-step, the rebuild at the next synced
+ *               one; rebuild.once: none before iteration 1, none again after it (though the
+ *               ranks' order changes) [layouts and counters: the player's account]
+ *   accumulate.* from non-zero gradients, never zeroed, three synced steps: ddp_init and the
+ *               rebuild keep what the gradients hold; equal to single-rank accumulation
+ *   every case: no device memory left allocated after ddp_free [the player's accounting]
  * The data is synthetic: grading never needs Fashion-MNIST.
  */
 #include <stdio.h>
@@ -81,16 +87,33 @@ int lab6_nsteps(int kind) {
     case RUN_NOSYNC: return 6;
     case RUN_REBUILD: return 2;
     case RUN_LAYOUT: return 0;
+    case RUN_ACCUM: return 3;
+    case RUN_WHEN: return 5;
     default: return g_flags6.steps;
     }
 }
 
-bool lab6_step_syncs(int kind, int k) { return kind != RUN_NOSYNC || k % 3 == 2; }
-bool lab6_step_accumulates(int kind, int k) { return kind == RUN_NOSYNC && k % 3 > 0; }
-bool lab6_step_optimizes(int kind, int k) { return kind != RUN_NOSYNC || k % 3 == 2; }
+bool lab6_step_syncs(int kind, int k) {
+    if (kind == RUN_NOSYNC) return k % 3 == 2;
+    return kind != RUN_WHEN || k != 1;
+}
+bool lab6_step_accumulates(int kind, int k) {
+    if (kind == RUN_NOSYNC) return k % 3 > 0;
+    if (kind == RUN_WHEN) return k == 2;
+    return kind == RUN_ACCUM;
+}
+bool lab6_step_optimizes(int kind, int k) { return lab6_step_syncs(kind, k); }
 
-/* rebuild.*: ranks other than 0 report b2 before W2 in the first iteration. */
-unsigned lab6_bias_first(int kind, int k, int rank) { return kind == RUN_REBUILD && k == 0 && rank != 0 ? 1u << 1 : 0; }
+/* rebuild.*: ranks other than 0 report b2 before W2 in the first iteration. rebuild.when's
+ * run goes on with orders that a second rebuild, or one recorded later, would follow: b3
+ * before W3 on every rank in the no_sync micro-step, b1 before W1 in the third synced one. */
+unsigned lab6_bias_first(int kind, int k, int rank) {
+    if (kind != RUN_REBUILD && kind != RUN_WHEN) return 0;
+    if (k == 0) return rank != 0 ? 1u << 1 : 0;
+    if (kind == RUN_WHEN && k == 1) return 1u << 2;
+    if (kind == RUN_WHEN && k == 3) return 1u << 0;
+    return 0;
+}
 
 void lab6_ready_order(unsigned bias_first, int out[LAB6_NPARAMS]) {
     int n = 0;
@@ -137,20 +160,36 @@ static void plan_rebuild(const drv_test *t, drv_plan *p) {
     }
 }
 
+static void plan_accum(const drv_test *t, drv_plan *p) {
+    for (int m = LAB6_BUCKETED; m <= LAB6_OVERLAP; m++) {
+        drv_instance *in = drv_plan_add(p, t, "accumulate.%s", LAB6_MODE_NAMES[m]);
+        in->arg[0] = m, in->arg[1] = RUN_ACCUM, in->arg[2] = C_THREE;
+    }
+}
+
+static void plan_when(const drv_test *t, drv_plan *p) {
+    drv_instance *in = drv_plan_add(p, t, "%s", t->name);
+    in->arg[0] = LAB6_OVERLAP, in->arg[1] = RUN_WHEN, in->arg[2] = C_THREE;
+}
+
 #define TRAIN_ROW(nm, grp, planfn, checkfn)                                                                   \
     {.name = nm, .group = grp, .plan = planfn, .setup = DRV_R(lab6_setup), .check = DRV_R(checkfn),           \
-     .teardown = DRV_R(lab6_teardown), .play = DRV_P(lab6_play_train)}
+     .model = DRV_R(lab6_model), .teardown = DRV_R(lab6_teardown), .play = DRV_P(lab6_play_train)}
 
 /* The order of the old driver: buckets, then per mode equal, calls, order, overlap. */
 static const drv_test TESTS[] = {
     {.name = "buckets", .group = "buckets", .plan = plan_buckets, .setup = DRV_R(lab6_setup),
-     .check = DRV_R(lab6_buckets_check), .teardown = DRV_R(lab6_teardown), .play = DRV_P(lab6_play_buckets)},
+     .check = DRV_R(lab6_buckets_check), .model = DRV_R(lab6_model), .teardown = DRV_R(lab6_teardown),
+     .play = DRV_P(lab6_play_buckets)},
     TRAIN_ROW("equal", NULL, plan_mode, lab6_equal_check),
     TRAIN_ROW("calls", NULL, plan_mode, lab6_calls_check),
     TRAIN_ROW("order", NULL, plan_mode, lab6_order_check),
     TRAIN_ROW("overlap", NULL, plan_mode, lab6_overlap_check),
     TRAIN_ROW("nosync", "nosync", plan_nosync, lab6_nosync_check),
     TRAIN_ROW("rebuild", "rebuild", plan_rebuild, lab6_rebuild_check),
+    TRAIN_ROW("accumulate", "nosync", plan_accum, lab6_accum_check),
+    TRAIN_ROW("rebuild.nosync", "rebuild", plan_when, lab6_when_nosync_check),
+    TRAIN_ROW("rebuild.once", "rebuild", plan_when, lab6_when_once_check),
     {NULL},
 };
 

@@ -11,6 +11,8 @@
  *
  * Slots of a case (all DRV_HOST: the player's model uploads and downloads them itself):
  *   "weights"  IN const  every parameter, registration order, concatenated (lab6_offset)
+ *   "grad0"    IN const  accumulate.*: the gradients the model holds before ddp_init (what a
+ *                        previous step left; the same on every rank)
  *   "x", "y"   IN const  this rank's rows of every (micro-)step: [steps][local][784] floats,
  *                        [steps][local] labels; never another rank's
  *   "params"   OUT       the parameters after the last step (the same layout as weights)
@@ -78,6 +80,10 @@ enum {
     RUN_NOSYNC,    /* 2 steps of 3 micro-steps: 2 no_sync, then a synced one             */
     RUN_REBUILD,   /* rebuild.<caps>: iteration 1's layout after the ranks disagreed      */
     RUN_LAYOUT,    /* buckets.<caps>: the layout ddp_init builds                          */
+    RUN_ACCUM,     /* accumulate.<mode>: 3 synced steps from non-zero gradients, never
+                      zeroed (the model adds): ddp_init and the rebuild keep what they hold */
+    RUN_WHEN,      /* rebuild.nosync, rebuild.once: 5 micro-steps (synced, no_sync, synced,
+                      synced, synced), each rank's order changing, the layout before each  */
 };
 
 /* The (micro-)steps of a case, and whether each synchronises / accumulates. */
@@ -137,6 +143,10 @@ void lab6_order_check(drv_case *c);
 void lab6_overlap_check(drv_case *c);
 void lab6_nosync_check(drv_case *c);
 void lab6_rebuild_check(drv_case *c);
+void lab6_accum_check(drv_case *c);
+void lab6_when_nosync_check(drv_case *c);
+void lab6_when_once_check(drv_case *c);
+void lab6_model(drv_case *c, drv_model *m);
 /* player */
 void lab6_player_init(void);
 void lab6_play_buckets(drv_case *c);

@@ -29,36 +29,44 @@ void lab6_play_buckets(drv_case *c) {
     done(&m, &d);
 }
 
+/* The counters so far, once the device is done (differences of them are what a phase did:
+ * nothing is reset, so the runner's count of play() stays whole). */
+static void counters(pl_metrics *m) {
+    pl_device_sync();
+    pl_metrics_get(m);
+}
+
 /* One (micro-)step's backward: ddp_backward_begin, then the backward and ddp_backward_end
  * counted and traced on their own (the begin's collectives apart, in begin_colls). */
 static void backward(mlp *m, ddp_state *d, int rows, bool accumulate, lab6_step *rec) {
-    pl_metrics mm;
-    pl_device_sync();
-    pl_metrics_reset();
+    pl_metrics m0, m1, m2;
+    counters(&m0);
     ddp_backward_begin(d);
-    pl_device_sync();
-    pl_metrics_get(&mm);
-    rec->begin_colls = (int64_t)(mm.coll_total + mm.msgs_sent);
+    counters(&m1);
+    rec->begin_colls = (int64_t)(m1.coll_total - m0.coll_total + m1.msgs_sent - m0.msgs_sent);
     lab6_read_layout(d, m, &rec->layout);
-    pl_metrics_reset();
     pl_trace_clear();
     mlp_backward(m, d, rows, accumulate);
     ddp_backward_end(d);
-    pl_device_sync();
-    pl_metrics_get(&mm);
-    rec->allreduce = (int64_t)mm.coll_calls[PL_OP_ALLREDUCE];
-    rec->other_colls = (int64_t)(mm.coll_total - mm.coll_calls[PL_OP_ALLREDUCE]);
-    rec->msgs = (int64_t)mm.msgs_sent;
+    counters(&m2);
+    rec->allreduce = (int64_t)(m2.coll_calls[PL_OP_ALLREDUCE] - m1.coll_calls[PL_OP_ALLREDUCE]);
+    rec->other_colls = (int64_t)(m2.coll_total - m1.coll_total) - rec->allreduce;
+    rec->msgs = (int64_t)(m2.msgs_sent - m1.msgs_sent);
     lab6_scan_trace(m, rec);
 }
 
-/* equal, calls, order, overlap, nosync, rebuild: the case's (micro-)steps on this rank's
- * rows ("x" [steps][local][784], "y" [steps][local]). */
+/* equal, calls, order, overlap, nosync, rebuild, accumulate: the case's (micro-)steps on
+ * this rank's rows ("x" [steps][local][784], "y" [steps][local]). */
 void lab6_play_train(drv_case *c) {
     int kind = (int)c->arg[1], n = lab6_nsteps(kind), local = lab6_opts()->batch / c->world;
     mlp m;
     build(c, &m, local);
     lab6_caps k = lab6_caps_of((int)c->arg[2], m.hidden);
+    if (kind == RUN_ACCUM) { /* what a previous step left in the gradients */
+        const float *g0 = drv_slot(c, "grad0");
+        for (int i = 0; i < LAB6_NPARAMS; i++)
+            pl_upload(m.grad_own[i], g0 + lab6_offset(m.hidden, i), m.p[i].numel * sizeof(float));
+    }
     ddp_state d;
     ddp_init(&d, m.p, LAB6_NPARAMS, (ddp_mode)c->arg[0], k.cap, k.first, pl_comm_world());
     const float *x = drv_slot(c, "x");
@@ -69,7 +77,7 @@ void lab6_play_train(drv_case *c) {
         const int *ys = y + (size_t)s * local;
         m.bias_first = lab6_bias_first(kind, s, c->rank);
         memset(&rec[s], 0, sizeof rec[s]);
-        if (kind == RUN_NOSYNC) ddp_set_sync(&d, lab6_step_syncs(kind, s));
+        if (kind == RUN_NOSYNC || kind == RUN_WHEN) ddp_set_sync(&d, lab6_step_syncs(kind, s));
         mlp_forward(&m, xs, ys, local);
         if (kind == RUN_REBUILD && s == 1) {
             /* iteration 1: the rebuild happens in ddp_backward_begin; the layout is what

@@ -65,9 +65,14 @@ void lab6_setup(drv_case *c) {
         memcpy(y + (size_t)s * local, data.y + first, (size_t)local * sizeof(int));
     }
     drv_slot_new(c, "steps", (size_t)n * sizeof(lab6_step), DRV_OUT | DRV_ZEROED | DRV_HOST);
+    float *g0 = NULL;
+    if (st->kind == RUN_ACCUM) {
+        g0 = drv_slot_new(c, "grad0", st->total * sizeof(float), DRV_IN | DRV_CONST | DRV_HOST);
+        l6_grad0(g0, h, seed);
+    }
     if (st->kind != RUN_REBUILD) {
         drv_slot_new(c, "params", st->total * sizeof(float), DRV_OUT | DRV_HOST);
-        st->ref = l6_train(w, h, data.x, data.y, st->kind, n, batch);
+        st->ref = l6_train(w, g0, h, data.x, data.y, st->kind, n, batch);
     }
     ds_dataset_free(&data);
 }
@@ -208,14 +213,41 @@ void lab6_order_check(drv_case *c) {
     }
 }
 
-/* Every bucket's all-reduce of the steady step starts while backward is still running. */
+/* When may bucket b's all-reduce start? In the ddp_grad_ready call after which bucket b
+ * and every earlier one are complete: out[b] = that call's index (0 .. 5) in the step's
+ * order of gradients, from the student's own layout of the step; false when the layout
+ * does not hold each parameter once. */
+static bool launch_points(const lab6_layout *L, const int *ready, int *out) {
+    int pos[LAB6_NPARAMS], seen = 0, latest = -1;
+    for (int j = 0; j < LAB6_NPARAMS; j++) pos[ready[j]] = j;
+    if (L->nbuckets < 1 || L->nbuckets > LAB6_MAX_PARAMS) return false;
+    for (int b = 0; b < L->nbuckets; b++) {
+        if (L->nparams[b] < 0 || L->nparams[b] > LAB6_MAX_PARAMS) return false;
+        for (int j = 0; j < L->nparams[b]; j++) {
+            int i = L->params[b][j];
+            if (i < 0 || i >= LAB6_NPARAMS || (seen & (1 << i))) return false;
+            seen |= 1 << i;
+            if (pos[i] > latest) latest = pos[i];
+        }
+        out[b] = latest;
+    }
+    return seen == (1 << LAB6_NPARAMS) - 1;
+}
+
+/* Overlap, from the recorded order: in every step, each bucket's all-reduce starts in the
+ * ddp_grad_ready call that completes it and the buckets before it (strictly in bucket
+ * order, as soon as it may), so communication starts before backward ends. Reported
+ * beside it: how many started inside backward, and by time, the share of all-reduce time
+ * inside backward, and the cost model's replay. */
 void lab6_overlap_check(drv_case *c) {
     if (!c->ran) return;
     lab6_case *st = c->state;
     const lab6_step *r = step_rec(c, st->steps - 1), *r0 = step_rec(c, 0);
-    double launched = drv_min(r->in_bwd_time), frac = drv_sum(r->frac) / c->world, frac0 = drv_sum(r0->frac) / c->world;
-    int want = r->layout.nbuckets;
+    int want = r->layout.nbuckets, inside = 0;
+    for (int k = 0; k < clampi(r->nar, LAB6_MAX_AR); k++) inside += r->ar_hook[k] >= 0 && r->ar_hook[k] < LAB6_NPARAMS;
+    double launched = drv_min(inside), frac = drv_sum(r->frac) / c->world, frac0 = drv_sum(r0->frac) / c->world;
     drv_num(c, "launched_in_backward", launched);
+    drv_num(c, "launched_in_backward_by_time", drv_min(r->in_bwd_time));
     drv_num(c, "buckets", want);
     drv_num(c, "overlap_fraction", frac);
     drv_num(c, "overlap_fraction_step0", frac0);
@@ -225,8 +257,40 @@ void lab6_overlap_check(drv_case *c) {
         drv_note(c, "all-reduce time inside backward: %.0f%% measured; %s predicts %.0f%% hidden behind compute, backward %.1f us",
                  100 * frac, g_lab6.profile, 100 * r->pred_overlap, r->pred_bwd_us);
     }
-    if (launched < want)
-        drv_fail(c, "only %.0f of %d bucket all-reduces started while backward was running", launched, want);
+    for (int s = 0; s < st->steps && !drv_failed(c); s++) {
+        const lab6_step *q = step_rec(c, s);
+        int ready[LAB6_NPARAMS], when[LAB6_MAX_PARAMS];
+        lab6_ready_order(lab6_bias_first(st->kind, s, c->rank), ready);
+        if (!launch_points(&q->layout, ready, when)) {
+            drv_fail(c, "step %d: the buckets do not hold each parameter once", s);
+            break;
+        }
+        int nb = q->layout.nbuckets, nar = clampi(q->nar, LAB6_MAX_AR);
+        if (nar < nb) {
+            drv_fail(c, "step %d: %d all-reduce(s) for %d bucket(s)", s, nar, nb);
+            break;
+        }
+        for (int b = 0; b < nb; b++) {
+            int at = q->ar_hook[b], left = LAB6_NPARAMS - 1 - when[b];
+            const char *ready_at = LAB6_PNAMES[ready[when[b]]];
+            if (at == when[b]) continue;
+            if (at == AR_IN_END)
+                drv_fail(c, "step %d: bucket %d's all-reduce started after backward, in ddp_backward_end; it could start "
+                            "in ddp_grad_ready(%s), with %d gradient(s) still to compute",
+                         s, b, ready_at, left);
+            else if (at > when[b] && at < LAB6_NPARAMS)
+                drv_fail(c, "step %d: bucket %d's all-reduce started in ddp_grad_ready(%s), %d call(s) after it could "
+                            "(ddp_grad_ready(%s)): launch a bucket as soon as it and the buckets before it are full",
+                         s, b, LAB6_PNAMES[ready[at]], at - when[b], ready_at);
+            else if (at >= 0 && at < when[b])
+                drv_fail(c, "step %d: bucket %d's all-reduce started in ddp_grad_ready(%s), before it and the buckets "
+                            "before it were full (at ddp_grad_ready(%s))",
+                         s, b, LAB6_PNAMES[ready[at]], ready_at);
+            else
+                drv_fail(c, "step %d: bucket %d's all-reduce started outside backward (in ddp_backward_begin?)", s, b);
+            break;
+        }
+    }
 }
 
 /* nosync: micro-steps 0 and 1 of each step accumulate locally, micro-step 2 synchronises. */
@@ -251,4 +315,85 @@ void lab6_nosync_check(drv_case *c) {
     if (cs != want) drv_fail(c, "%.0f all-reduce(s) in the synced micro-step, expected %d (one per bucket)", cs, want);
     if (drv_max(cs != want) > 0) return;
     judge_params(c, "parameters differ between ranks after accumulation", "accumulated training vs single-rank");
+}
+
+/* accumulate.*: from the gradients a previous step left, never zeroed (the model adds to
+ * them), three synced steps: what ddp_init and the rebuild find in the gradients must be
+ * in the buckets. */
+void lab6_accum_check(drv_case *c) {
+    if (!c->ran) return;
+    judge_params(c, "parameters differ between ranks after accumulating from non-zero gradients",
+                 "accumulated from non-zero gradients vs single-rank");
+}
+
+/* Does the layout the player read hold L's buckets, in order? */
+static bool layout_is(const lab6_layout *got, const l6_expected *L) {
+    if (got->nbuckets != L->nbuckets) return false;
+    for (int b = 0; b < L->nbuckets; b++) {
+        if (got->nparams[b] != L->nparams[b]) return false;
+        for (int j = 0; j < L->nparams[b]; j++)
+            if (got->params[b][j] != L->params[b][j]) return false;
+    }
+    return true;
+}
+
+/* rebuild.when's two layouts: before the rebuild (reverse registration order) and after
+ * it (rank 0's order in iteration 0). */
+static void when_layouts(drv_case *c, l6_expected *before, l6_expected *after) {
+    int h = lab6_opts()->hidden, order[LAB6_NPARAMS];
+    lab6_caps k = lab6_caps_of((int)c->arg[2], h);
+    lab6_ready_order(lab6_bias_first(RUN_WHEN, 0, 0), order);
+    *before = l6_layout_rule(h, REVERSE, k.cap, k.first);
+    *after = l6_layout_rule(h, order, k.cap, k.first);
+}
+
+/* rebuild.nosync: micro-step 1 (after iteration 0, in no_sync) keeps the initial layout and
+ * communicates nothing at all, its ddp_backward_begin included; the synced micro-step 2
+ * rebuilds. */
+void lab6_when_nosync_check(drv_case *c) {
+    if (!c->ran) return;
+    l6_expected before, after;
+    when_layouts(c, &before, &after);
+    const lab6_step *q1 = step_rec(c, 1), *q2 = step_rec(c, 2);
+    int64_t colls = q1->begin_colls + q1->allreduce + q1->other_colls + q1->msgs;
+    drv_num(c, "collectives_in_no_sync", drv_max((double)colls));
+    if (colls != 0)
+        drv_fail(c, "%lld collective(s)/message(s) in a no_sync micro-step after iteration 0 (ddp_backward_begin "
+                    "included): a rebuild waits for the next synced backward", (long long)colls);
+    else if (!layout_is(&q1->layout, &before))
+        drv_fail(c, "the buckets were rebuilt in a no_sync micro-step: rebuild before the second synced backward only");
+    else if (!layout_is(&q2->layout, &after))
+        drv_fail(c, "the synced micro-step after no_sync does not hold rank 0's order of iteration 0 (W3 b3 W2 b2 W1 b1)");
+    if (drv_max(drv_failed(c)) > 0) return;
+    judge_params(c, "parameters differ between ranks", "through no_sync and the rebuild vs single-rank");
+}
+
+/* rebuild.once: the initial layout in iteration 0; rank 0's order of iteration 0 from
+ * iteration 1 on and never rebuilt again (no broadcast, no change), though every rank
+ * reports b1 before W1 in iteration 2. */
+void lab6_when_once_check(drv_case *c) {
+    if (!c->ran) return;
+    lab6_case *st = c->state;
+    l6_expected before, after;
+    when_layouts(c, &before, &after);
+    const lab6_step *q0 = step_rec(c, 0);
+    if (!layout_is(&q0->layout, &before) || q0->begin_colls != 0)
+        drv_fail(c, "iteration 0 does not run on the initial buckets (reverse registration order): no rebuild before "
+                    "the first iteration has ended");
+    for (int s = 2; s < st->steps && !drv_failed(c); s++) {
+        const lab6_step *q = step_rec(c, s);
+        if (!layout_is(&q->layout, &after))
+            drv_fail(c, "micro-step %d (iteration %d): the buckets are not rank 0's order of iteration 0 (W3 b3 W2 b2 W1 b1)%s",
+                     s, s - 1, s > 2 ? ": rebuilt again?" : "");
+        else if (s > 2 && q->begin_colls != 0)
+            drv_fail(c, "iteration %d: %lld collective(s) in ddp_backward_begin: the buckets are rebuilt once", s - 1,
+                     (long long)q->begin_colls);
+    }
+}
+
+/* Every case frees what it allocated: the player's pl_mem_in_use after ddp_free and the
+ * model's buffers against before (its own accounting: docs/grader.md). */
+void lab6_model(drv_case *c, drv_model *m) {
+    (void)c;
+    m->no_leak = true;
 }

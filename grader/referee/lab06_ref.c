@@ -19,6 +19,15 @@ void l6_weights(float *w, int h, uint64_t seed) {
     }
 }
 
+void l6_grad0(float *g, int h, uint64_t seed) {
+    for (int i = 0; i < LAB6_NPARAMS; i++) {
+        int rows, cols, fan_in;
+        lab6_shape(h, i, &rows, &cols, &fan_in);
+        pl_rng_fill_host(g + lab6_offset(h, i), rows, cols, cols, 0, 0, seed, 700 + (uint64_t)i, PL_RNG_UNIFORM, -0.01f,
+                         0.01f);
+    }
+}
+
 /* ==================================================================================== */
 /* The model in float64                                                                  */
 /* ==================================================================================== */
@@ -99,12 +108,13 @@ static void gradient(model64 *m, const float *xf, const int *y, int rows) {
     free(x), free(a1), free(h1), free(a2), free(h2), free(z), free(dh2), free(dh1);
 }
 
-double *l6_train(const float *w0, int h, const float *x, const int *y, int kind, int steps, int batch) {
+double *l6_train(const float *w0, const float *g0, int h, const float *x, const int *y, int kind, int steps, int batch) {
     model64 m = {.h = h};
     for (int i = 0; i < LAB6_NPARAMS; i++) {
         size_t n = lab6_numel(h, i);
         m.p[i] = xcalloc(n, sizeof(double)), m.g[i] = xcalloc(n, sizeof(double)), m.mom[i] = xcalloc(n, sizeof(double));
         for (size_t k = 0; k < n; k++) m.p[i][k] = w0[lab6_offset(h, i) + k];
+        for (size_t k = 0; g0 && k < n; k++) m.g[i][k] = g0[lab6_offset(h, i) + k];
     }
     /* the model's float constants, exactly */
     const double lr = (double)LAB6_LR, mu = (double)LAB6_MOMENTUM;

@@ -9,11 +9,15 @@
  * counter RNG, concatenated in registration order. */
 void l6_weights(float *w, int h, uint64_t seed);
 
+/* What a previous step left in the gradients of accumulate.* (every rank the same). */
+void l6_grad0(float *g, int h, uint64_t seed);
+
 /* Single-rank training in float64 on the global batch: `steps` (micro-)steps of `batch`
- * rows each (x [steps * batch][784], y [steps * batch]), accumulating and stepping as the
- * case's kind says (lab6_step_accumulates / _optimizes), SGD with LAB6_LR and momentum.
- * Returns the parameters after the last step (lab6_total(h) doubles, malloc'd). */
-double *l6_train(const float *w0, int h, const float *x, const int *y, int kind, int steps, int batch);
+ * rows each (x [steps * batch][784], y [steps * batch]), from gradients g0 (NULL: zero),
+ * accumulating and stepping as the case's kind says (lab6_step_accumulates / _optimizes),
+ * SGD with LAB6_LR and momentum. Returns the parameters after the last step
+ * (lab6_total(h) doubles, malloc'd). */
+double *l6_train(const float *w0, const float *g0, int h, const float *x, const int *y, int kind, int steps, int batch);
 
 /* Relative Frobenius error of n floats against the reference (NaN: infinite). */
 double l6_rel_err(const float *got, const double *ref, size_t n);
