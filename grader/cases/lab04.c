@@ -10,11 +10,16 @@
  *   errors.config, errors.schedule   bad input: the codes of pp_config_check and of the
  *                  generators, nothing written past the arrays (each its own slot)
  *   errors.plan    plans that cannot run: PP_ERR_PLAN on every rank, nothing sent
- *                  [messages: the player's counters]
- *   step.<s>       one training step at p = the world size: loss, every gradient this stage
- *                  holds and its parameters after the SGD step against the whole model run
- *                  serially on the global batch (the referee's float64-accumulating host
- *                  model, models/gpt_host.h)
+ *                  [messages: the player's counters]; broken on stage 0, on the last stage,
+ *                  on stage 0 where only the lists' own check sees it (no other stage waits
+ *                  for stage 0's backward), and (p >= 2) every list right on its own but the
+ *                  whole unable to run (stage 0 runs each B right after its F, the last stage
+ *                  takes the micro-batches in reverse)
+ *   step.<s>       one training step at p = the world size, from the gradient buffers a
+ *                  previous step left (-lr g: pp_execute zeroes them first): loss, every
+ *                  gradient this stage holds and its parameters after the SGD step against
+ *                  the whole model run serially on the global batch (the referee's
+ *                  float64-accumulating host model, models/gpt_host.h)
  *   traffic.<s>    point-to-point bytes and messages of every rank: m activations and m
  *                  gradients per boundary between virtual stages; only to neighbours; no
  *                  collective [the player's counters and trace]
@@ -26,8 +31,10 @@
  *   recompute.<s>  the same step with recomputation: results, the smaller stash, one
  *                  forward rebuild per block and backward pass (two with B and W apart)
  *                  [stash and rebuild count: the player's accounting]
- * Every real run gets its own inputs: the weights of this rank's stage only, the tokens on
- * the first stage only, the targets on the last only, and the referee's plan.
+ * Every real run gets its own inputs: the weights of this rank's stage only (and what a
+ * previous step left in its gradient buffers), the tokens on the first stage only, the
+ * targets on the last only, and the referee's plan. Every case that runs pp_execute also
+ * checks that the step left no device memory allocated [the player's accounting].
  */
 #include <stdio.h>
 #include <string.h>
@@ -122,6 +129,8 @@ int lab4_rc_at(int k, const lab4_shape *shapes, int i, int s) {
     return at + s;
 }
 
+int lab4_broken_plans(int p) { return p >= 2 ? LAB4_BROKEN_PLANS : LAB4_BROKEN_PLANS - 1; }
+
 size_t lab4_plan_bytes(int p, const int *count) {
     size_t n = 0;
     for (int s = 0; s < p; s++) n += (size_t)count[s];
@@ -197,20 +206,23 @@ static void plan_none(const drv_test *t, drv_plan *p) { (void)t, (void)p; }
 #define ROW(nm, grp, planfn, setupfn, checkfn, teardownfn, playfn)                                            \
     {.name = nm, .group = grp, .plan = planfn, .setup = DRV_R(setupfn), .check = DRV_R(checkfn),              \
      .teardown = DRV_R(teardownfn), .play = DRV_P(playfn)}
+/* The cases that run pp_execute: the memory they leave allocated is checked too. */
+#define RUN_ROW(nm, grp, planfn, checkfn, playfn)                                                             \
+    {.name = nm, .group = grp, .plan = planfn, .setup = DRV_R(lab4_run_setup), .check = DRV_R(checkfn),      \
+     .model = DRV_R(lab4_run_model), .teardown = DRV_R(lab4_run_teardown), .play = DRV_P(playfn)}
 
 static const drv_test TESTS[] = {
     ROW("schedule", "schedule", plan_sched, lab4_setup, lab4_schedule_check, lab4_teardown, lab4_play_lists),
     ROW("clock", "clock", plan_sched, lab4_setup, lab4_clock_check, lab4_teardown, lab4_play_lists),
     ROW("errors.config", "errors", plan_one, lab4_setup, lab4_config_check, lab4_teardown, lab4_play_config),
     ROW("errors.schedule", "errors", plan_one, lab4_setup, lab4_sched_err_check, lab4_teardown, lab4_play_sched_err),
-    ROW("errors.plan", "errors_plan", plan_one, lab4_run_setup, lab4_plan_err_check, lab4_run_teardown,
-        lab4_play_plan_err),
+    RUN_ROW("errors.plan", "errors_plan", plan_one, lab4_plan_err_check, lab4_play_plan_err),
     /* these five rows are planned together by the first (plan_runs) */
-    ROW("step", NULL, plan_runs, lab4_run_setup, lab4_step_check, lab4_run_teardown, lab4_play_run),
-    ROW("traffic", NULL, plan_none, lab4_run_setup, lab4_traffic_check, lab4_run_teardown, lab4_play_run),
-    ROW("memory", NULL, plan_none, lab4_run_setup, lab4_memory_check, lab4_run_teardown, lab4_play_run),
-    ROW("order", NULL, plan_none, lab4_run_setup, lab4_order_check, lab4_run_teardown, lab4_play_run),
-    ROW("recompute", NULL, plan_none, lab4_run_setup, lab4_recompute_check, lab4_run_teardown, lab4_play_run),
+    RUN_ROW("step", NULL, plan_runs, lab4_step_check, lab4_play_run),
+    RUN_ROW("traffic", NULL, plan_none, lab4_traffic_check, lab4_play_run),
+    RUN_ROW("memory", NULL, plan_none, lab4_memory_check, lab4_play_run),
+    RUN_ROW("order", NULL, plan_none, lab4_order_check, lab4_play_run),
+    RUN_ROW("recompute", NULL, plan_none, lab4_recompute_check, lab4_play_run),
     {NULL},
 };
 

@@ -130,7 +130,9 @@ typedef struct {
     int32_t rc, ran;
     int64_t msgs; /* messages sent and received during the call */
 } lab4_plan_result;
-#define LAB4_BROKEN_PLANS 2
+#define LAB4_BROKEN_PLANS 4
+/* The broken plans of errors.plan at p stages (the last needs two stages or more). */
+int lab4_broken_plans(int p);
 
 /* ---- the logical clock and the closed forms (pure: both sides print them) ---- */
 typedef struct {
@@ -171,6 +173,7 @@ void lab4_config_check(drv_case *c);
 void lab4_sched_err_check(drv_case *c);
 void lab4_plan_err_check(drv_case *c);
 void lab4_run_setup(drv_case *c);
+void lab4_run_model(drv_case *c, drv_model *m);
 void lab4_run_teardown(drv_case *c);
 void lab4_step_check(drv_case *c);
 void lab4_traffic_check(drv_case *c);

@@ -119,7 +119,7 @@ int lab4_mode_sweep(void) {
             if (k == PP_INTERLEAVED && m % p) continue;
             pp_config cfg = {p, m, v, MODE_LAYERS, k, false};
             pp_stage st;
-            PL_CHECK(lab4_stage_build(&st, &cfg, &mc, pl_comm_world(), NULL, pl_info()->seed, 0.0f) == PP_OK, "the kit could not build the stage");
+            PL_CHECK(lab4_stage_build(&st, &cfg, &mc, pl_comm_world(), NULL, NULL, pl_info()->seed, 0.0f) == PP_OK, "the kit could not build the stage");
             int *tok = upload_ids(m, &mc, 40), *tgt = upload_ids(m, &mc, 41);
             pp_batch b = {st.has_embed ? tok : NULL, st.has_head ? tgt : NULL};
             pp_plan pl;
@@ -272,7 +272,7 @@ int lab4_mode_train(void) {
     size_t n;
     unsigned char *text = read_text(&n);
     pp_stage st;
-    PL_CHECK(lab4_stage_build(&st, &cfg, &mc, pl_comm_world(), NULL, pl_info()->seed, lr) == PP_OK, "the kit could not build the stage");
+    PL_CHECK(lab4_stage_build(&st, &cfg, &mc, pl_comm_world(), NULL, NULL, pl_info()->seed, lr) == PP_OK, "the kit could not build the stage");
     serial_model ser;
     if (pl_rank() == 0) serial_init(&ser, &mc, L, m);
     pp_plan pl;
@@ -350,7 +350,7 @@ int lab4_mode_bench(void) {
         int v = chunks_for(k, p, MODE_LAYERS);
         pp_config cfg = {p, m, v, MODE_LAYERS, k, false};
         pp_stage st;
-        PL_CHECK(lab4_stage_build(&st, &cfg, &mc, pl_comm_world(), NULL, pl_info()->seed, 0.0f) == PP_OK, "the kit could not build the stage");
+        PL_CHECK(lab4_stage_build(&st, &cfg, &mc, pl_comm_world(), NULL, NULL, pl_info()->seed, 0.0f) == PP_OK, "the kit could not build the stage");
         pp_batch b = {st.has_embed ? tok : NULL, st.has_head ? tgt : NULL};
         pp_plan pl;
         plan_or_stop(k, p, m, v, &pl);

@@ -20,10 +20,10 @@ lab4_plan lab4_plan_view(const pp_plan *pl);
 
 /* The stage pp_execute works on: this rank's blocks, and the embedding or head where they
  * live, from host values in the slots' order (lab4_stage_floats) or, with w NULL, from the
- * counter RNG (the modes). Returns PP_OK or the code of a configuration the kit cannot
- * build. */
+ * counter RNG (the modes); gradient buffers from g (the same order) or zero. Returns PP_OK
+ * or the code of a configuration the kit cannot build. */
 int lab4_stage_build(pp_stage *st, const pp_config *c, const gpt_config *model, pl_comm *comm, const float *w,
-                     uint64_t seed, float lr);
+                     const float *g, uint64_t seed, float lr);
 void lab4_stage_free(pp_stage *st);
 /* Its parameters and gradient buffers, in the slots' order. */
 void lab4_stage_download(const pp_stage *st, float *params, float *grads);

@@ -14,13 +14,17 @@
 /* The stage                                                                              */
 /* ==================================================================================== */
 
-static void load(float *dev, const float *w, size_t *at, size_t count) {
-    pl_upload(dev, w + *at, count * sizeof(float));
+static void load(float *dev, const float *w, size_t at, size_t count) { pl_upload(dev, w + at, count * sizeof(float)); }
+
+/* A gradient buffer: g's values at `at`, or zero. */
+static void load_grad(float *dev, const float *g, size_t *at, size_t count) {
+    if (g) load(dev, g, *at, count);
+    else pl_fill(dev, 0.0f, count, NULL);
     *at += count;
 }
 
 int lab4_stage_build(pp_stage *st, const pp_config *c, const gpt_config *model, pl_comm *comm, const float *w,
-                     uint64_t seed, float lr) {
+                     const float *g, uint64_t seed, float lr) {
     memset(st, 0, sizeof *st);
     int p = c->stages, v = c->chunks;
     if (p < 1 || p > PP_MAX_STAGES || p != pl_comm_size(comm) || c->layers < p) return PP_ERR_STAGES;
@@ -40,27 +44,27 @@ int lab4_stage_build(pp_stage *st, const pp_config *c, const gpt_config *model, 
         PL_CHECK(ch->params && ch->grads, "out of host memory");
         for (int l = 0; l < ch->count; l++) {
             gpt_block_params_alloc(&ch->params[l], model);
-            if (w) load(ch->params[l].base, w, &at, ch->params[l].count);
+            if (w) load(ch->params[l].base, w, at, ch->params[l].count);
             else gpt_block_init(&ch->params[l], model, ch->first + l, seed);
             gpt_block_params_alloc(&ch->grads[l], model);
-            pl_fill(ch->grads[l].base, 0.0f, ch->grads[l].count, NULL);
+            load_grad(ch->grads[l].base, g, &at, ch->grads[l].count);
         }
     }
     st->has_embed = st->stage == 0;
     st->has_head = st->stage == p - 1;
     if (st->has_embed) {
         gpt_embed_params_alloc(&st->embed, model);
-        if (w) load(st->embed.base, w, &at, st->embed.count);
+        if (w) load(st->embed.base, w, at, st->embed.count);
         else gpt_embed_init(&st->embed, model, seed);
         gpt_embed_params_alloc(&st->dembed, model);
-        pl_fill(st->dembed.base, 0.0f, st->dembed.count, NULL);
+        load_grad(st->dembed.base, g, &at, st->dembed.count);
     }
     if (st->has_head) {
         gpt_head_params_alloc(&st->head, model);
-        if (w) load(st->head.base, w, &at, st->head.count);
+        if (w) load(st->head.base, w, at, st->head.count);
         else gpt_head_init(&st->head, model, seed);
         gpt_head_params_alloc(&st->dhead, model);
-        pl_fill(st->dhead.base, 0.0f, st->dhead.count, NULL);
+        load_grad(st->dhead.base, g, &at, st->dhead.count);
     }
     st->ws = gpt_workspace_alloc(model, (c->recompute ? GPT_WS_RECOMPUTE : 0) | (st->has_head ? GPT_WS_HEAD : 0));
     return PP_OK;
@@ -234,7 +238,8 @@ static void stage_of(drv_case *c, pp_stage *st, int k, int m, int v, bool recomp
     const lab4_flags *o = lab4_opts();
     pp_config cfg = {c->world, m, v, o->L, (pp_schedule_kind)k, recompute};
     gpt_config mc = lab4_model(o->b);
-    PL_CHECK(lab4_stage_build(st, &cfg, &mc, pl_comm_world(), drv_slot(c, "weights"), 0, (float)o->lr) == PP_OK,
+    PL_CHECK(lab4_stage_build(st, &cfg, &mc, pl_comm_world(), drv_slot(c, "weights"), drv_slot(c, "grads0"), 0,
+                              (float)o->lr) == PP_OK,
              "the kit could not build the stage");
 }
 
@@ -292,8 +297,8 @@ void lab4_play_plan_err(drv_case *c) {
     stage_of(c, &st, PP_1F1B, p + 1, 1, false);
     pp_batch batch = batch_of(c, &st);
     lab4_plan_result *res = drv_slot(c, "result");
-    for (int t = 0; t < LAB4_BROKEN_PLANS; t++) {
-        char name[8];
+    for (int t = 0; t < lab4_broken_plans(p); t++) {
+        char name[16];
         snprintf(name, sizeof name, "plan%d", t);
         pp_plan plan = plan_of(c, name, p);
         exec_args x = {&st, &plan, &batch, 0, 0};

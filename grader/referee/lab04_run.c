@@ -1,5 +1,5 @@
 /* lab04_run.c (referee) - Lab 4's cases that run pp_execute at p = the world size:
- * their inputs, the serial reference and the verdicts.
+ * their inputs and the verdicts (the serial reference: lab04_serial.c).
  *
  * Every case gets fresh inputs from its own seed (every rank's referee derives the same
  * ones): the whole model's weights, of which this rank's player receives its stage's only;
@@ -16,130 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpt_host.h" // defines: gpt_host_* (the serial reference)
 #include "lab04_ref.h"
-
-typedef struct {
-    int k, kind, p, m, v, s;
-    lab4_config cfg;
-    gpt_config mc;
-    lab4_plan plan;                /* the plan handed to the player                       */
-    lab4_plan broken[LAB4_BROKEN_PLANS];
-    size_t nw;                     /* floats of this stage's parameters                  */
-    float *w0;                     /* their initial values                               */
-    double ref_loss, *ref_grad;    /* the serial run: mean loss, this stage's gradients   */
-    double want_bytes, want_msgs, bound, slack, want_recomputes;
-    int norder, order_cap;         /* expected regions, room in the "order" slot          */
-} run_case;
-
-/* ==================================================================================== */
-/* The serial reference                                                                   */
-/* ==================================================================================== */
 
 static void *xcalloc(size_t n, size_t size) {
     void *p = calloc(n ? n : 1, size);
     PL_CHECK(p != NULL, "out of host memory");
     return p;
-}
-
-/* Micro-batch k's sequence j is sequence k*b + j of the global batch: [m][T, b] -> [T, m b]. */
-static int *to_global(const int *micro, int m, int T, int b) {
-    int *g = xcalloc((size_t)m * T * b, sizeof *g);
-    for (int k = 0; k < m; k++)
-        for (int t = 0; t < T; t++)
-            for (int j = 0; j < b; j++) g[(size_t)t * m * b + (size_t)k * b + j] = micro[((size_t)k * T + t) * b + j];
-    return g;
-}
-
-/* The loss of the global batch and the gradients of this stage's parameters (in the
- * slots' layout), from the whole model with the case's weights. */
-static void serial_reference(run_case *st, const int *tokens, const int *targets, uint64_t seed) {
-    gpt_config cw = st->mc;
-    cw.batch = st->mc.batch * st->m;
-    int L = st->cfg.layers;
-    size_t NC = (size_t)cw.seq * cw.batch * cw.hidden;
-    int *tok = to_global(tokens, st->m, cw.seq, st->mc.batch), *tgt = to_global(targets, st->m, cw.seq, st->mc.batch);
-    gpt_embed_params e, de;
-    gpt_head_params h, dh;
-    gpt_block_params *b = xcalloc((size_t)L, sizeof *b), *db = xcalloc((size_t)L, sizeof *db);
-    gpt_host_acts *a = xcalloc((size_t)L, sizeof *a);
-    gpt_host_head_acts ha;
-    gpt_host_embed_alloc(&e, &cw), gpt_host_embed_init(&e, &cw, seed), gpt_host_embed_alloc(&de, &cw);
-    gpt_host_head_alloc(&h, &cw), gpt_host_head_init(&h, &cw, seed), gpt_host_head_alloc(&dh, &cw);
-    for (int l = 0; l < L; l++) {
-        gpt_host_block_alloc(&b[l], &cw), gpt_host_block_init(&b[l], &cw, l, seed);
-        gpt_host_block_alloc(&db[l], &cw);
-        gpt_host_acts_alloc(&a[l], &cw);
-    }
-    gpt_host_head_acts_alloc(&ha, &cw);
-    float *x = xcalloc(NC, sizeof *x), *y = xcalloc(NC, sizeof *y);
-    gpt_host_embed_forward(&cw, &e, x, tok);
-    for (int l = 0; l < L; l++) {
-        gpt_host_block_forward(&cw, &b[l], &a[l], y, x);
-        float *t = x;
-        x = y, y = t;
-    }
-    st->ref_loss = gpt_host_head_forward(&cw, &h, &ha, x, tgt);
-    gpt_host_head_backward(&cw, &h, &dh, &ha, y, 1.0f); /* y: the gradient flowing back */
-    for (int l = L - 1; l >= 0; l--) {
-        gpt_host_block_backward(&cw, &b[l], &db[l], &a[l], x, y);
-        float *t = x;
-        x = y, y = t;
-    }
-    gpt_host_embed_backward(&cw, &de, y, tok);
-    /* this stage's parts, in the slots' order */
-    st->ref_grad = xcalloc(st->nw, sizeof *st->ref_grad);
-    size_t at = 0;
-    for (int c = 0; c < st->v; c++) {
-        int first, n = lab4_layers(st->p, st->v, L, st->s, c, &first);
-        for (int l = first; l < first + n; l++)
-            for (size_t i = 0; i < db[l].count; i++) st->ref_grad[at++] = db[l].base[i];
-    }
-    if (st->s == 0)
-        for (size_t i = 0; i < de.count; i++) st->ref_grad[at++] = de.base[i];
-    if (st->s == st->p - 1)
-        for (size_t i = 0; i < dh.count; i++) st->ref_grad[at++] = dh.base[i];
-    PL_CHECK(at == st->nw, "the stage's parameters and the serial model's disagree");
-    for (int l = 0; l < L; l++) {
-        gpt_host_params_free(b[l].base), gpt_host_params_free(db[l].base);
-        gpt_host_acts_free(&a[l]);
-    }
-    free(b), free(db), free(a);
-    gpt_host_params_free(e.base), gpt_host_params_free(de.base);
-    gpt_host_params_free(h.base), gpt_host_params_free(dh.base);
-    gpt_host_head_acts_free(&ha);
-    free(x), free(y), free(tok), free(tgt);
-}
-
-/* This stage's initial parameters, in the slots' order. */
-static void stage_weights(const run_case *st, float *w, uint64_t seed) {
-    size_t at = 0;
-    for (int c = 0; c < st->v; c++) {
-        int first, n = lab4_layers(st->p, st->v, st->cfg.layers, st->s, c, &first);
-        for (int l = first; l < first + n; l++) {
-            gpt_block_params p0;
-            gpt_host_block_alloc(&p0, &st->mc);
-            gpt_host_block_init(&p0, &st->mc, l, seed);
-            memcpy(w + at, p0.base, p0.count * sizeof *w);
-            at += p0.count;
-            gpt_host_params_free(p0.base);
-        }
-    }
-    if (st->s == 0) {
-        gpt_embed_params p0;
-        gpt_host_embed_alloc(&p0, &st->mc);
-        gpt_host_embed_init(&p0, &st->mc, seed);
-        memcpy(w + at, p0.base, p0.count * sizeof *w);
-        at += p0.count;
-        gpt_host_params_free(p0.base);
-    }
-    if (st->s == st->p - 1) {
-        gpt_head_params p0;
-        gpt_host_head_alloc(&p0, &st->mc);
-        gpt_host_head_init(&p0, &st->mc, seed);
-        memcpy(w + at, p0.base, p0.count * sizeof *w);
-        gpt_host_params_free(p0.base);
-    }
 }
 
 /* ==================================================================================== */
@@ -214,6 +96,10 @@ static void stage_inputs(drv_case *c, run_case *st, uint64_t seed, int **tok, in
     stage_weights(st, st->w0, seed);
     memcpy(drv_slot_new(c, "weights", st->nw * sizeof(float), DRV_IN | DRV_CONST | DRV_HOST), st->w0,
            st->nw * sizeof(float));
+    /* what a previous step left in the gradient buffers (-lr g of another batch): the step
+     * starts by zeroing them */
+    float *g0 = drv_slot_new(c, "grads0", st->nw * sizeof(float), DRV_IN | DRV_CONST | DRV_HOST);
+    for (size_t i = 0; i < st->nw; i++) g0[i] = pl_rng_value(seed, 50 + (uint64_t)st->s, i, PL_RNG_UNIFORM, -0.01f, 0.01f);
     size_t nids = (size_t)st->m * st->mc.seq * st->mc.batch;
     *tok = xcalloc(nids, sizeof **tok), *tgt = xcalloc(nids, sizeof **tgt);
     make_ids(*tok, st->m, &st->mc, seed, 40);
@@ -223,21 +109,39 @@ static void stage_inputs(drv_case *c, run_case *st, uint64_t seed, int **tok, in
         memcpy(drv_slot_new(c, "targets", nids * sizeof(int), DRV_IN | DRV_CONST), *tgt, nids * sizeof(int));
 }
 
-/* errors.plan's plans: 1F1B broken on stage 0 (B(0) before F(0)) and on the last stage
- * (B(0) twice, B(m-1) never). */
+/* errors.plan's plans, from the 1F1B plan:
+ *   0  stage 0 runs B(0) before F(0) (the clock sees it)
+ *   1  the last stage runs B(0) twice and never B(m-1) (the clock sees it: the stage
+ *      before waits for B(m-1))
+ *   2  stage 0 runs B(0) twice and never B(m-1): no stage waits for stage 0's backward, so
+ *      the clock runs it; only checking every stage's list shows it
+ *   3  (p >= 2) every list right on its own, the whole unable to run: stage 0 runs each
+ *      micro-batch's B right after its F, the last stage takes the micro-batches in reverse,
+ *      the stages between all forwards first (stage 0's B(0) waits for the last stage's
+ *      B(0), which comes after its F(m-1), which waits for stage 0's F(m-1), after B(0)) */
 static void broken_plans(run_case *st) {
-    for (int t = 0; t < LAB4_BROKEN_PLANS; t++) {
+    int p = st->p, m = st->m;
+    for (int t = 0; t < lab4_broken_plans(p); t++) {
         lab4_plan *pl = &st->broken[t];
-        ref_plan(pl, L4_1F1B, st->p, st->m, 1);
-        int at = t == 0 ? 0 : st->p - 1;
+        ref_plan(pl, t == 3 ? L4_GPIPE : L4_1F1B, p, m, 1);
+        int at = t == 1 ? p - 1 : 0;
         lab4_action *a = (lab4_action *)pl->acts[at];
         int n = pl->count[at], fb = 0;
         while (fb < n && a[fb].kind != L4_B) fb++;
         if (t == 0) {
             lab4_action f = a[0];
             a[0] = a[fb], a[fb] = f;
+        } else if (t == 1 || t == 2) {
+            int last = n - 1;
+            while (last > 0 && !(a[last].kind == L4_B && a[last].mb == m - 1)) last--;
+            a[last] = a[fb];
         } else {
-            a[n - 1] = a[fb];
+            lab4_action *z = (lab4_action *)pl->acts[0], *y = (lab4_action *)pl->acts[p - 1];
+            for (int mb = 0; mb < m; mb++) {
+                z[2 * mb] = (lab4_action){L4_F, mb, 0}, z[2 * mb + 1] = (lab4_action){L4_B, mb, 0};
+                int r = m - 1 - mb;
+                y[2 * mb] = (lab4_action){L4_F, r, 0}, y[2 * mb + 1] = (lab4_action){L4_B, r, 0};
+            }
         }
     }
 }
@@ -255,9 +159,12 @@ void lab4_run_setup(drv_case *c) {
     stage_inputs(c, st, seed, &tok, &tgt);
     if (st->kind == K_PLAN_ERR) {
         broken_plans(st);
-        put_plan(c, "plan0", &st->broken[0]);
-        put_plan(c, "plan1", &st->broken[1]);
-        drv_slot_new(c, "result", LAB4_BROKEN_PLANS * sizeof(lab4_plan_result), DRV_OUT | DRV_HOST);
+        for (int t = 0; t < lab4_broken_plans(st->p); t++) {
+            char name[16];
+            snprintf(name, sizeof name, "plan%d", t);
+            put_plan(c, name, &st->broken[t]);
+        }
+        drv_slot_new(c, "result", (size_t)lab4_broken_plans(st->p) * sizeof(lab4_plan_result), DRV_OUT | DRV_HOST);
     } else {
         ref_plan(&st->plan, st->k, st->p, st->m, st->v);
         put_plan(c, "plan", &st->plan);
@@ -539,10 +446,14 @@ void lab4_recompute_check(drv_case *c) {
 
 void lab4_plan_err_check(drv_case *c) {
     if (!c->ran) return;
-    static const char *what[LAB4_BROKEN_PLANS] = {"stage 0 runs B(0) before F(0)",
-                                                  "the last stage runs B(0) twice and never B(m-1)"};
+    static const char *what[LAB4_BROKEN_PLANS] = {
+        "stage 0 runs B(0) before F(0)", "the last stage runs B(0) twice and never B(m-1)",
+        "stage 0 runs B(0) twice and never B(m-1) (no stage waits for it: check every stage's list)",
+        "every list is right on its own, but stage 0 runs each B right after its F and the last stage takes the "
+        "micro-batches in reverse: nothing can run"};
     const lab4_plan_result *res = drv_slot_host(c, "result");
-    for (int t = 0; t < LAB4_BROKEN_PLANS; t++) {
+    int n = lab4_broken_plans(c->world);
+    for (int t = 0; t < n; t++) {
         /* the player stops after a plan that did not give PP_ERR_PLAN everywhere */
         double ran = drv_min(res[t].ran == 1);
         if (ran <= 0) {
@@ -559,5 +470,12 @@ void lab4_plan_err_check(drv_case *c) {
             drv_fail(c, "plan where %s: %.0f message(s) before giving up; check the plan first", what[t], msgs);
         if (bad > 0 || msgs > 0) return;
     }
-    drv_note(c, "two broken plans: PP_ERR_PLAN on every rank, nothing sent");
+    drv_note(c, "%d broken plans: PP_ERR_PLAN on every rank, nothing sent", n);
+}
+
+/* Every run frees what it allocated: the player's pl_mem_in_use after the step and the
+ * stage's release against before (its own accounting: docs/grader.md). */
+void lab4_run_model(drv_case *c, drv_model *m) {
+    (void)c;
+    m->no_leak = true;
 }
