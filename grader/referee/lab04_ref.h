@@ -32,7 +32,9 @@ typedef struct {
     int norder, order_cap;         /* expected regions, room in the "order" slot          */
 } run_case;
 /* The serial run on the case's tokens and targets ([m][T, b]) with the weights of `seed`:
- * st->ref_loss, and st->ref_grad = this stage's gradients in the slots' order (lab04_serial.c). */
+ * st->ref_loss, and st->ref_grad = this stage's gradients in the slots' order
+ * (lab04_serial.c; rank 0's referee computes it, the others receive their part: every
+ * referee calls it). */
 void serial_reference(run_case *st, const int *tokens, const int *targets, uint64_t seed);
 /* This stage's initial parameters, in the slots' order (st->nw floats). */
 void stage_weights(const run_case *st, float *w, uint64_t seed);
