@@ -6,14 +6,17 @@
  * leaves the final parameters and what it counted in its slots. Checks:
  *   buckets.*   membership, order, offsets and views against the bucketing rule, in whole
  *               bytes as PyTorch counts them, at caps on a bucket boundary and +-1 byte
+ *               [the student's state, as the player reads it]
  *   equal.*     after k steps every rank's parameters are bit-identical, and within 1e-5
  *               (relative Frobenius) of single-rank training on the same global batch
  *   calls.*     all-reduce calls per step = parameters (naive) or buckets; nothing else
  *               [the player's counters]
  *   order.*     the all-reduces of a step run in bucket order (sizes, from the player's
  *               trace) [the player's trace]
- *   overlap.*   every bucket's all-reduce starts while backward is still running; the
- *               fraction of all-reduce time inside backward is reported [the player's trace]
+ *   overlap.*   every bucket's all-reduce starts in the ddp_grad_ready call that completes
+ *               it and the buckets before it (from the recorded order of the calls and the
+ *               all-reduces), so communication starts before backward ends; the fraction of
+ *               all-reduce time inside backward is reported [the player's trace]
  *   nosync      no collective during no_sync micro-steps [the player's counters]; the
  *               synced step matches
  *   rebuild.*   after the first iteration: buckets in rank 0's observed order, every rank
