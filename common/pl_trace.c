@@ -172,7 +172,14 @@ static _Atomic int g_wd_peer;
 static _Atomic double g_wd_since;
 static _Atomic int g_wd_armed, g_wd_fired;
 
+static _Atomic int g_wd_quiet;
+void pl_watchdog_quiet(int quiet) {
+    atomic_store_explicit(&g_wd_quiet, quiet, memory_order_relaxed);
+    if (quiet) atomic_store_explicit(&g_wd_armed, 0, memory_order_release);
+}
+
 void pl_watchdog_arm(const char *op, int peer) {
+    if (atomic_load_explicit(&g_wd_quiet, memory_order_relaxed)) return;
     if (!atomic_load_explicit(&g_wd_armed, memory_order_relaxed))
         atomic_store_explicit(&g_wd_since, pl_now(), memory_order_relaxed);
     atomic_store_explicit(&g_wd_op, op, memory_order_relaxed);

@@ -95,7 +95,7 @@ static inline int pp_layers(const pp_config *c, int stage, int chunk, int *first
 }
 
 /* ==================================================================================== */
-/* What pp_execute works on (built by the kit, grader/drivers/lab04_kit.c)               */
+/* What pp_execute works on (built by the kit, grader/player/lab04_run.c)                */
 /* ==================================================================================== */
 
 typedef struct {

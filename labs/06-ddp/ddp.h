@@ -1,6 +1,6 @@
 /* ddp.h - Lab 6: data-parallel training with gradient buckets (the API the grader calls).
  *
- * The model (grader/drivers/lab06.c: an MLP 784 -> H -> H -> 10) registers its parameters
+ * The model (grader/player/lab06_mlp.c: an MLP 784 -> H -> H -> 10) registers its parameters
  * in a fixed order (W1, b1, W2, b2, W3, b3) and, during backward, calls
  * ddp_grad_ready(d, i) on the compute stream as soon as parameter i's gradient is final,
  * writing every gradient through params[i].grad. You implement what happens to those

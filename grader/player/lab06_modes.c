@@ -1,39 +1,52 @@
-/* lab06_modes.c - Lab 6's modes: `--run bench` (make bench LAB=6: naive, bucketed and
- * overlapped step times, measured and predicted) and `--run train` (make lab-6 RUN=train:
- * the MLP on Fashion-MNIST with the overlapped DDP, a progress bar, loss and test accuracy
- * per epoch; scripts/plot-train.sh plots them and checks the accuracy). */
+/* lab06_modes.c (player) - Lab 6's modes, the student's DDP run alone (no referee):
+ * `--run bench` (make bench LAB=6: naive, bucketed and overlapped step times, measured and
+ * predicted) and `--run train` (make lab-6 RUN=train: the MLP on Fashion-MNIST with the
+ * overlapped DDP, a progress bar, loss and test accuracy per epoch; scripts/plot-train.sh
+ * plots them and checks the accuracy). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "lab06.h"
+#include "ds_fashion.h" // defines: ds_dataset, ds_synthetic, ds_fashion_load, ds_sampler
+#include "lab06_mlp.h"
 
-int g_epochs = 5, g_train_hidden = 256, g_train_batch = 64;
-double g_lr = 0.05;
+static double all_max(double v) {
+    pl_host_allreduce(&v, 1, PL_HOST_MAX, NULL);
+    return v;
+}
+static double all_sum(double v) {
+    pl_host_allreduce(&v, 1, PL_HOST_SUM, NULL);
+    return v;
+}
 
-int mode_bench(void) {
-    int iters = drv_opts()->iters > 0 ? drv_opts()->iters : 20;
+int lab6_mode_bench(void) {
+    const lab6_flags *o = lab6_opts();
+    int n = pl_world(), me = pl_rank(), iters = drv_opts()->iters > 0 ? drv_opts()->iters : 20;
+    if (o->batch < n || o->batch % n) pl_usage_error("--batch %d is not a positive multiple of the world size %d", o->batch, n);
+    uint64_t seed = pl_info()->seed;
+    ds_dataset data;
+    ds_synthetic(&data, (size_t)o->batch * 16 + 64, LAB6_IN, LAB6_CLASSES, seed);
+    const plc_profile *prof = lab6_profile();
     for (int mode = 0; mode < 3; mode++) {
         mlp m;
-        int local = g_batch / g_n;
-        mlp_init(&m, g_data.dim, g_hidden, g_data.classes, local, g_seed);
+        int local = o->batch / n;
+        mlp_alloc(&m, LAB6_IN, o->hidden, LAB6_CLASSES, local);
+        mlp_init_random(&m, seed);
         ddp_state d;
-        ddp_init(&d, m.p, NPARAMS, (ddp_mode)mode, mode == DDP_NAIVE ? 0 : 0.015, mode == DDP_NAIVE ? 0 : 0.001, g_comm); /* the "three" caps */
+        lab6_caps k = lab6_caps_of(mode == DDP_NAIVE ? C_DEFAULT : C_THREE, o->hidden);
+        ddp_init(&d, m.p, LAB6_NPARAMS, (ddp_mode)mode, k.cap, k.first, pl_comm_world());
         double t_sum = 0, calls = 0, frac = 0, pred_us = 0, pred_ov = 0;
         int measured = 0;
         for (int it = 0; it < iters + 2; it++) {
-            int rows, first;
-            float *x;
-            int *y;
-            batch_rows(it, 0, g_me, g_n, &rows, &first);
-            load_rows(first, &x, &y);
-            pl_barrier(g_comm);
+            /* contiguous shards of the synthetic set, wrapping around */
+            size_t first = ((size_t)it * o->batch + (size_t)me * local) % (data.n - (size_t)o->batch);
+            pl_barrier(pl_comm_world());
             pl_metrics_reset();
             pl_trace_clear();
             double t0 = pl_now();
-            mlp_forward(&m, x, y, rows);
+            mlp_forward(&m, data.x + first * LAB6_IN, data.y + first, local);
             ddp_backward_begin(&d);
-            mlp_backward(&m, &d, rows, false);
+            mlp_backward(&m, &d, local, false);
             ddp_backward_end(&d);
             mlp_step(&m);
             pl_device_sync();
@@ -41,43 +54,47 @@ int mode_bench(void) {
             if (it < 2) continue; /* warm-up and the rebuild */
             pl_metrics mm;
             pl_metrics_get(&mm);
-            int nar;
-            size_t sizes[32];
-            double inb, f;
-            scan_trace(&nar, sizes, 32, &inb, &f);
+            lab6_step rec;
+            memset(&rec, 0, sizeof rec);
+            lab6_scan_trace(&m, &rec);
             plc_prediction pp;
-            if (predict(0, &pp)) pred_us += pp.step_time * 1e6, pred_ov += pp.comm_overlap;
-            t_sum += drv_max(t), calls += (double)mm.coll_calls[PL_OP_ALLREDUCE], frac += f, measured++;
+            if (lab6_predict(&pp)) pred_us += pp.step_time * 1e6, pred_ov += pp.comm_overlap;
+            t_sum += all_max(t), calls += (double)mm.coll_calls[PL_OP_ALLREDUCE], frac += rec.frac, measured++;
         }
-        frac = drv_sum(frac / measured) / g_n;
+        frac = all_sum(frac / measured) / n;
         drv_say("bench06 np %d mode %-8s step_ms %8.3f allreduce_per_step %5.1f overlap_fraction %.3f "
-                  "pred_step_us %.2f pred_overlap %.3f profile %s\n", g_n, MODE_NAMES[mode], 1e3 * t_sum / measured,
-                  calls / measured, frac, pred_us / measured, pred_ov / measured, g_have_prof ? g_prof.name : "-");
+                "pred_step_us %.2f pred_overlap %.3f profile %s\n",
+                n, LAB6_MODE_NAMES[mode], 1e3 * t_sum / measured, calls / measured, frac, pred_us / measured,
+                pred_ov / measured, prof ? prof->name : "-");
         ddp_free(&d);
         mlp_reset_grads(&m);
         mlp_free(&m);
     }
+    ds_dataset_free(&data);
     return 0;
 }
 
 static void train(int epochs, int hidden, int batch, double lr) {
+    int n = pl_world(), me = pl_rank();
+    uint64_t seed = pl_info()->seed;
     char err[512];
     ds_dataset tr, te;
     const char *dir = ds_fashion_dir();
     if (ds_fashion_load(dir, "train", &tr, err, sizeof err) != 0) pl_usage_error("%s", err);
     if (ds_fashion_load(dir, "t10k", &te, err, sizeof err) != 0) pl_usage_error("%s", err);
-    if (batch % g_n) pl_usage_error("--batch %d is not a multiple of the world size %d", batch, g_n);
-    int local = batch / g_n;
+    int local = batch / n;
     mlp m;
-    mlp_init(&m, tr.dim, hidden, tr.classes, local > 1000 ? local : 1000, g_seed);
+    mlp_alloc(&m, tr.dim, hidden, tr.classes, local > 1000 ? local : 1000);
+    mlp_init_random(&m, seed);
     m.lr = (float)lr;
     ddp_state d;
-    ddp_init(&d, m.p, NPARAMS, DDP_OVERLAP, 0, 0, g_comm);
+    ddp_init(&d, m.p, LAB6_NPARAMS, DDP_OVERLAP, 0, 0, pl_comm_world());
     ds_sampler s;
-    ds_sampler_init(&s, tr.n, g_n, g_me, g_seed, true, false);
+    ds_sampler_init(&s, tr.n, n, me, seed, true, false);
     size_t *idx = malloc(s.num_samples * sizeof *idx);
     float *xb = malloc((size_t)local * tr.dim * sizeof(float));
     int *yb = malloc((size_t)local * sizeof(int));
+    PL_CHECK(idx && xb && yb, "out of host memory");
     size_t steps = s.num_samples / (size_t)local;
     for (int ep = 0; ep < epochs; ep++) {
         ds_sampler_indices(&s, (uint64_t)ep, idx);
@@ -95,7 +112,7 @@ static void train(int epochs, int hidden, int batch, double lr) {
             ddp_backward_end(&d);
             mlp_step(&m);
             step_time += pl_now() - ts;
-            if (g_me == 0 && (st % 20 == 0 || st + 1 == steps)) {
+            if (me == 0 && (st % 20 == 0 || st + 1 == steps)) {
                 int w = 30, filled = (int)((st + 1) * w / steps);
                 double el = pl_now() - t0;
                 fprintf(stderr, "\repoch %d/%d [%.*s%*s] %3d%% loss %.4f %7.0f img/s", ep + 1, epochs, filled,
@@ -106,9 +123,10 @@ static void train(int epochs, int hidden, int batch, double lr) {
         pl_device_sync();
         double el = pl_now() - t0;
         /* test accuracy: each rank scores a slice of the test set */
-        size_t per = (te.n + g_n - 1) / g_n, lo = per * g_me, hi = lo + per < te.n ? lo + per : te.n;
+        size_t per = (te.n + n - 1) / n, lo = per * me, hi = lo + per < te.n ? lo + per : te.n;
         double correct = 0;
         float *logits = malloc(1000 * 10 * sizeof(float));
+        PL_CHECK(logits != NULL, "out of host memory");
         for (size_t a = lo; a < hi; a += 1000) {
             int rows = (int)(hi - a < 1000 ? hi - a : 1000);
             mlp_forward(&m, te.x + a * te.dim, te.y + a, rows);
@@ -121,11 +139,11 @@ static void train(int epochs, int hidden, int batch, double lr) {
             }
         }
         free(logits);
-        double acc = drv_sum(correct) / te.n;
-        double loss = drv_sum(loss_sum / steps) / g_n;
-        double sm = drv_max(step_time / steps);
-        if (g_me == 0) fprintf(stderr, "\n");
-        drv_say("epoch %d np %d loss %.4f test_acc %.4f img_per_s %.0f step_ms %.3f\n", ep + 1, g_n, loss, acc,
+        double acc = all_sum(correct) / te.n;
+        double loss = all_sum(loss_sum / steps) / n;
+        double sm = all_max(step_time / steps);
+        if (me == 0) fprintf(stderr, "\n");
+        drv_say("epoch %d np %d loss %.4f test_acc %.4f img_per_s %.0f step_ms %.3f\n", ep + 1, n, loss, acc,
                 steps * (double)batch / el, 1e3 * sm);
     }
     free(idx), free(xb), free(yb);
@@ -136,8 +154,10 @@ static void train(int epochs, int hidden, int batch, double lr) {
     ds_dataset_free(&te);
 }
 
-int mode_train(void) {
-    if (g_train_batch % g_n) pl_usage_error("--train-batch %d is not a multiple of the world size %d", g_train_batch, g_n);
-    train(g_epochs, g_train_hidden, g_train_batch, g_lr);
+int lab6_mode_train(void) {
+    const lab6_flags *o = lab6_opts();
+    if (o->train_batch % pl_world())
+        pl_usage_error("--train-batch %d is not a multiple of the world size %d", o->train_batch, pl_world());
+    train(o->epochs, o->train_hidden, o->train_batch, o->lr);
     return 0;
 }

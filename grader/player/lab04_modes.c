@@ -1,4 +1,5 @@
-/* lab04_modes.c - Lab 4's modes, all on the student's own schedules and executor:
+/* lab04_modes.c (player) - Lab 4's modes, the student's own schedules and executor run
+ * alone (no referee):
  *   --run sweep  (make lab-4 RUN=sweep)  m = 1, 2, 4 ... for every schedule at p ranks:
  *                the bubble (theory, logical clock, measured idle, cost-model prediction)
  *                and the peak stash (measured, bound); scripts/plot-sweep-4.sh plots them
@@ -15,11 +16,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lab04.h"
+#include "lab04_play.h"
 
-int g_steps = 400, g_train_micro = 0;
-double g_train_lr = 0.5;
-const char *g_text = NULL, *g_schedule = NULL;
+static double all_op(double v, pl_host_op op) {
+    pl_host_allreduce(&v, 1, op, NULL);
+    return v;
+}
+static double all_max(double v) { return all_op(v, PL_HOST_MAX); }
+static double all_min(double v) { return all_op(v, PL_HOST_MIN); }
+static double all_sum(double v) { return all_op(v, PL_HOST_SUM); }
+
+/* Host tokens or targets [m][T, b] of the counter RNG (ids in [0, V)). */
+static void make_ids(int *host, int m, const gpt_config *mc, uint64_t seed, uint64_t id) {
+    size_t n = (size_t)m * mc->seq * mc->batch;
+    for (size_t i = 0; i < n; i++) host[i] = (int)(pl_rng_bits(seed, id, i) % (uint64_t)mc->vocab);
+}
 
 /* The modes' GPT: bigger than the graded one. train learns bytes (V = 256). */
 static gpt_config mode_model(int vocab) {
@@ -29,10 +40,10 @@ enum { MODE_LAYERS = 8 };
 
 /* The schedules a mode runs: --schedule NAME, or every one ("all", the default). */
 static int schedules(pp_schedule_kind *out, const char *dflt) {
-    const char *want = g_schedule ? g_schedule : dflt;
+    const char *want = lab4_opts()->schedule ? lab4_opts()->schedule : dflt;
     int n = 0;
     for (int k = 0; k < PP_NSCHEDULES; k++)
-        if (!strcmp(want, "all") || !strcmp(want, SCHED_NAMES[k])) out[n++] = (pp_schedule_kind)k;
+        if (!strcmp(want, "all") || !strcmp(want, LAB4_SCHED[k])) out[n++] = (pp_schedule_kind)k;
     if (!n) pl_usage_error("--schedule '%s': one of gpipe, 1f1b, interleaved, zbh1, all", want);
     return n;
 }
@@ -40,7 +51,7 @@ static int schedules(pp_schedule_kind *out, const char *dflt) {
 /* The student's lists for every stage, or the run stops with what went wrong. */
 static void plan_or_stop(pp_schedule_kind k, int p, int m, int v, pp_plan *pl) {
     char why[300];
-    if (!student_plan(k, (shape){p, m, v}, pl, why, sizeof why)) pl_usage_error("%s: finish the schedules first", why);
+    if (!lab4_student_plan(k, p, m, v, pl, why, sizeof why)) pl_usage_error("%s: finish the schedules first", why);
 }
 
 /* ==================================================================================== */
@@ -64,14 +75,14 @@ static step_result measured_step(pp_stage *st, const pp_plan *pl, const pp_batch
     double t0 = pl_now();
     r.rc = pp_execute(st, pl, b, &r.loss);
     pl_device_sync();
-    r.ms = drv_max(1e3 * (pl_now() - t0));
-    int worst = (int)drv_min(r.rc); /* the codes are negative */
+    r.ms = all_max(1e3 * (pl_now() - t0));
+    int worst = (int)all_min(r.rc); /* the codes are negative */
     if (worst != PP_OK) pl_usage_error("pp_execute returned %d (%s)", worst, pp_error_string(worst));
-    r.loss = drv_max(st->has_head ? r.loss : -INFINITY);
-    r.stash = drv_max((double)(pl_mem_peak() - in_use));
-    r.idle = drv_sum(trace_idle_share()) / st->cfg.stages;
+    r.loss = all_max(st->has_head ? r.loss : -INFINITY);
+    r.stash = all_max((double)(pl_mem_peak() - in_use));
+    r.idle = all_sum(lab4_trace_idle()) / st->cfg.stages;
     plc_prediction pp;
-    if (g_have_prof[0] && predict_step(&g_prof[0], st->comm, &pp))
+    if (lab4_profile(0) && lab4_predict_step(lab4_profile(0), st->comm, &pp))
         r.pred_us = pp.step_time * 1e6, r.pred_bubble = 1 - pp.compute_time / pp.step_time;
     else r.pred_us = r.pred_bubble = NAN;
     return r;
@@ -82,7 +93,7 @@ static int *upload_ids(int m, const gpt_config *mc, uint64_t id) {
     size_t n = (size_t)m * mc->seq * mc->batch;
     int *h = malloc(n * sizeof *h), *d = pl_malloc(n * sizeof(int));
     PL_CHECK(h != NULL, "out of host memory");
-    make_ids(h, m, mc, g_seed, id);
+    make_ids(h, m, mc, pl_info()->seed, id);
     pl_upload(d, h, n * sizeof(int));
     free(h);
     return d;
@@ -94,9 +105,9 @@ static int chunks_for(pp_schedule_kind k, int p, int L) { return k != PP_INTERLE
 /* sweep                                                                                  */
 /* ==================================================================================== */
 
-int mode_sweep(void) {
+int lab4_mode_sweep(void) {
     pp_schedule_kind ks[PP_NSCHEDULES];
-    int nk = schedules(ks, "all"), p = pl_world(), mmax = g_train_micro > 0 ? g_train_micro : 32;
+    int nk = schedules(ks, "all"), p = pl_world(), mmax = lab4_opts()->train_micro > 0 ? lab4_opts()->train_micro : 32;
     gpt_config mc = mode_model(64);
     if (MODE_LAYERS < p) pl_usage_error("the sweep's model has %d blocks: run it on at most %d ranks, not %d", MODE_LAYERS, MODE_LAYERS, p);
     drv_say("# sweep at p=%d: GPT T=%d b=%d C=%d F=%d, %d blocks; the bubble as the share of the step a stage is idle\n", p,
@@ -108,24 +119,27 @@ int mode_sweep(void) {
             if (k == PP_INTERLEAVED && m % p) continue;
             pp_config cfg = {p, m, v, MODE_LAYERS, k, false};
             pp_stage st;
-            PL_CHECK(pp_stage_build(&st, &cfg, &mc, pl_comm_world(), g_seed, 0.0f) == PP_OK, "the kit could not build the stage");
+            PL_CHECK(lab4_stage_build(&st, &cfg, &mc, pl_comm_world(), NULL, NULL, pl_info()->seed, 0.0f) == PP_OK, "the kit could not build the stage");
             int *tok = upload_ids(m, &mc, 40), *tgt = upload_ids(m, &mc, 41);
             pp_batch b = {st.has_embed ? tok : NULL, st.has_head ? tgt : NULL};
             pp_plan pl;
             plan_or_stop(k, p, m, v, &pl);
             measured_step(&st, &pl, &b); /* warm-up: first-touch allocations */
             step_result r = measured_step(&st, &pl, &b);
-            pp_clock ck;
+            lab4_clock ck;
+            lab4_plan view = lab4_plan_view(&pl);
             double logical = NAN;
-            if (clock_run(&pl, v, &ck)) logical = (double)(ck.makespan - ck.busy[0]) / ck.makespan, clock_free(&ck);
-            double bound = drv_max(stash_bound(&st, pl.acts[st.stage], pl.count[st.stage], k == PP_ZB_H1));
+            if (lab4_clock_run(&view, v, &ck)) logical = (double)(ck.makespan - ck.busy[0]) / ck.makespan;
+            lab4_clock_free(&ck);
+            double bound = all_max(lab4_stash_bound(&mc, (const lab4_config *)&cfg, st.stage, view.acts[st.stage],
+                                                    view.count[st.stage], k == PP_ZB_H1));
             drv_say("sweep sched=%s p=%d m=%d v=%d bubble_theory=%.4f bubble_clock=%.4f idle_measured=%.4f pred_bubble=%.4f "
                     "pred_step_us=%.1f stash_bytes=%.0f stash_bound=%.0f step_ms=%.3f\n",
-                    SCHED_NAMES[k], p, m, v, ref_bubble(k, p, m, v), logical, r.idle, r.pred_bubble, r.pred_us, r.stash, bound,
+                    LAB4_SCHED[k], p, m, v, lab4_bubble(k, p, m, v), logical, r.idle, r.pred_bubble, r.pred_us, r.stash, bound,
                     r.ms);
-            plan_free(&pl);
+            lab4_plan_release(&pl);
             pl_free(tok), pl_free(tgt);
-            pp_stage_free(&st);
+            lab4_stage_free(&st);
         }
     }
     return 0;
@@ -154,14 +168,14 @@ typedef struct {
 static void serial_init(serial_model *s, const gpt_config *mc, int L, int m) {
     memset(s, 0, sizeof *s);
     s->mc = *mc, s->L = L, s->m = m;
-    gpt_embed_params_alloc(&s->e, mc), gpt_embed_init(&s->e, mc, g_seed);
+    gpt_embed_params_alloc(&s->e, mc), gpt_embed_init(&s->e, mc, pl_info()->seed);
     gpt_embed_params_alloc(&s->de, mc);
-    gpt_head_params_alloc(&s->h, mc), gpt_head_init(&s->h, mc, g_seed);
+    gpt_head_params_alloc(&s->h, mc), gpt_head_init(&s->h, mc, pl_info()->seed);
     gpt_head_params_alloc(&s->dh, mc);
     s->b = calloc((size_t)L, sizeof *s->b), s->db = calloc((size_t)L, sizeof *s->db), s->a = calloc((size_t)L, sizeof *s->a);
     PL_CHECK(s->b && s->db && s->a, "out of host memory");
     for (int l = 0; l < L; l++) {
-        gpt_block_params_alloc(&s->b[l], mc), gpt_block_init(&s->b[l], mc, l, g_seed);
+        gpt_block_params_alloc(&s->b[l], mc), gpt_block_init(&s->b[l], mc, l, pl_info()->seed);
         gpt_block_params_alloc(&s->db[l], mc);
         s->a[l] = gpt_acts_alloc(mc, false);
     }
@@ -212,7 +226,7 @@ static double serial_step(serial_model *s, const int *tok, const int *tgt, float
 
 /* The text as bytes: --text, else a licence Debian ships, else the Lab 4 handout. */
 static unsigned char *read_text(size_t *n) {
-    const char *paths[2] = {g_text ? g_text : "/usr/share/common-licenses/GPL-3", g_text ? NULL : "labs/04-pipeline/README.md"};
+    const char *paths[2] = {lab4_opts()->text ? lab4_opts()->text : "/usr/share/common-licenses/GPL-3", lab4_opts()->text ? NULL : "labs/04-pipeline/README.md"};
     for (int i = 0; i < 2 && paths[i]; i++) {
         FILE *f = fopen(paths[i], "rb");
         if (!f) continue;
@@ -226,7 +240,7 @@ static unsigned char *read_text(size_t *n) {
         }
         free(buf);
     }
-    pl_usage_error("--text %s: cannot read it, or it holds under 1000 bytes", g_text ? g_text : paths[0]);
+    pl_usage_error("--text %s: cannot read it, or it holds under 1000 bytes", lab4_opts()->text ? lab4_opts()->text : paths[0]);
 }
 
 /* Step `step`'s windows of T+1 bytes: micro-batch k, sequence j starts at a position from
@@ -235,7 +249,7 @@ static void text_batch(const unsigned char *text, size_t n, int step, int m, con
     int T = mc->seq, b = mc->batch;
     for (int k = 0; k < m; k++)
         for (int j = 0; j < b; j++) {
-            size_t at = (size_t)(pl_rng_bits(g_seed, 77, (uint64_t)step * 4096 + (uint64_t)(k * b + j)) % (n - (size_t)T - 1));
+            size_t at = (size_t)(pl_rng_bits(pl_info()->seed, 77, (uint64_t)step * 4096 + (uint64_t)(k * b + j)) % (n - (size_t)T - 1));
             for (int t = 0; t < T; t++) {
                 tok[((size_t)k * T + t) * b + j] = text[at + (size_t)t];
                 tgt[((size_t)k * T + t) * b + j] = text[at + (size_t)t + 1];
@@ -243,22 +257,22 @@ static void text_batch(const unsigned char *text, size_t n, int step, int m, con
         }
 }
 
-int mode_train(void) {
+int lab4_mode_train(void) {
     pp_schedule_kind ks[PP_NSCHEDULES];
     schedules(ks, "1f1b");
     pp_schedule_kind k = ks[0];
-    int p = pl_world(), m = g_train_micro > 0 ? g_train_micro : 4, L = 4;
+    int p = pl_world(), m = lab4_opts()->train_micro > 0 ? lab4_opts()->train_micro : 4, L = 4;
     if (k == PP_INTERLEAVED && m % p) m = p * ((m + p - 1) / p);
     int v = k == PP_INTERLEAVED && 2 * p <= L ? 2 : 1;
     gpt_config mc = mode_model(256);
     pp_config cfg = {p, m, v, L, k, false};
     int rc = pp_config_check(&cfg);
     if (rc != PP_OK) pl_usage_error("pp_config_check: %s (p %d, m %d, v %d, %d blocks)", pp_error_string(rc), p, m, v, L);
-    float lr = (float)g_train_lr;
+    float lr = (float)lab4_opts()->train_lr;
     size_t n;
     unsigned char *text = read_text(&n);
     pp_stage st;
-    PL_CHECK(pp_stage_build(&st, &cfg, &mc, pl_comm_world(), g_seed, lr) == PP_OK, "the kit could not build the stage");
+    PL_CHECK(lab4_stage_build(&st, &cfg, &mc, pl_comm_world(), NULL, NULL, pl_info()->seed, lr) == PP_OK, "the kit could not build the stage");
     serial_model ser;
     if (pl_rank() == 0) serial_init(&ser, &mc, L, m);
     pp_plan pl;
@@ -269,31 +283,31 @@ int mode_train(void) {
     PL_CHECK(tok && tgt, "out of host memory");
     pp_batch b = {st.has_embed ? tok_d : NULL, st.has_head ? tgt_d : NULL};
     drv_say("# train: %s at p=%d, m=%d micro-batches of %d x %d bytes, %d blocks C=%d, SGD lr %.2f, %d steps\n",
-            SCHED_NAMES[k], p, m, mc.batch, mc.seq, L, mc.hidden, lr, g_steps);
+            LAB4_SCHED[k], p, m, mc.batch, mc.seq, L, mc.hidden, lr, lab4_opts()->steps);
     double worst = 0;
-    for (int step = 0; step < g_steps; step++) {
+    for (int step = 0; step < lab4_opts()->steps; step++) {
         text_batch(text, n, step, m, &mc, tok, tgt);
         pl_upload(tok_d, tok, nids * sizeof(int));
         pl_upload(tgt_d, tgt, nids * sizeof(int));
         double loss = 0;
-        rc = (int)drv_min(pp_execute(&st, &pl, &b, &loss)); /* the codes are negative */
+        rc = (int)all_min(pp_execute(&st, &pl, &b, &loss)); /* the codes are negative */
         if (rc != PP_OK) pl_usage_error("pp_execute returned %d (%s) at step %d", rc, pp_error_string(rc), step);
-        loss = drv_max(st.has_head ? loss : -INFINITY);
+        loss = all_max(st.has_head ? loss : -INFINITY);
         double single = pl_rank() == 0 ? serial_step(&ser, tok_d, tgt_d, lr) : -INFINITY;
-        single = drv_max(single);
+        single = all_max(single);
         double diff = fabs(loss - single) / fabs(single);
         if (!(diff <= worst)) worst = diff;
         drv_say("train step %d np %d loss %.6f single %.6f rel_diff %.2e\n", step, p, loss, single, diff);
         pl_trace_clear(); /* a long run: keep the trace from growing */
     }
-    bool ok = worst <= drv_tolerance();
+    bool ok = worst <= pl_tolerance();
     drv_say("# train: worst relative difference of the two loss curves %.2e (tolerance %.0e): %s\n", worst,
-            drv_tolerance(), ok ? "equal" : "DIFFERENT");
-    plan_free(&pl);
+            pl_tolerance(), ok ? "equal" : "DIFFERENT");
+    lab4_plan_release(&pl);
     if (pl_rank() == 0) serial_done(&ser);
     pl_free(tok_d), pl_free(tgt_d);
     free(tok), free(tgt), free(text);
-    pp_stage_free(&st);
+    lab4_stage_free(&st);
     return ok ? 0 : 1;
 }
 
@@ -301,7 +315,7 @@ int mode_train(void) {
 /* bench                                                                                  */
 /* ==================================================================================== */
 
-int mode_bench(void) {
+int lab4_mode_bench(void) {
     pp_schedule_kind ks[PP_NSCHEDULES];
     int nk = schedules(ks, "all"), p = pl_world(), m = 4 * p, iters = drv_opts()->iters > 0 ? drv_opts()->iters : 3;
     gpt_config mc = mode_model(64);
@@ -325,18 +339,18 @@ int mode_bench(void) {
         plc_prediction pp;
         char err[200];
         size_t n = plc_ops_from_trace(0, 0, ops, pl_trace_count());
-        if (g_have_prof[0] && plc_replay(&g_prof[0], ops, n, 1, &pp, err, sizeof err) == 0) single_pred = pp.step_time * 1e6;
+        if (lab4_profile(0) && plc_replay(lab4_profile(0), ops, n, 1, &pp, err, sizeof err) == 0) single_pred = pp.step_time * 1e6;
         free(ops);
         serial_done(&ser);
     }
-    single = drv_max(single);
-    single_pred = drv_max(single_pred);
+    single = all_max(single);
+    single_pred = all_max(single_pred);
     for (int i = 0; i < nk; i++) {
         pp_schedule_kind k = ks[i];
         int v = chunks_for(k, p, MODE_LAYERS);
         pp_config cfg = {p, m, v, MODE_LAYERS, k, false};
         pp_stage st;
-        PL_CHECK(pp_stage_build(&st, &cfg, &mc, pl_comm_world(), g_seed, 0.0f) == PP_OK, "the kit could not build the stage");
+        PL_CHECK(lab4_stage_build(&st, &cfg, &mc, pl_comm_world(), NULL, NULL, pl_info()->seed, 0.0f) == PP_OK, "the kit could not build the stage");
         pp_batch b = {st.has_embed ? tok : NULL, st.has_head ? tgt : NULL};
         pp_plan pl;
         plan_or_stop(k, p, m, v, &pl);
@@ -346,10 +360,10 @@ int mode_bench(void) {
         for (int it = 0; it < iters; it++) r = measured_step(&st, &pl, &b), ms += r.ms, idle += r.idle;
         drv_say("bench04 np %d sched %-11s m %d v %d step_ms %8.3f single_rank_ms %8.3f speedup %.2f bubble_theory %.3f "
                 "idle_measured %.3f pred_step_us %.1f pred_single_us %.1f pred_speedup %.2f pred_bubble %.3f profile %s\n",
-                p, SCHED_NAMES[k], m, v, ms / iters, single, single / (ms / iters), ref_bubble(k, p, m, v), idle / iters,
-                r.pred_us, single_pred, single_pred / r.pred_us, r.pred_bubble, g_have_prof[0] ? g_prof[0].name : "-");
-        plan_free(&pl);
-        pp_stage_free(&st);
+                p, LAB4_SCHED[k], m, v, ms / iters, single, single / (ms / iters), lab4_bubble(k, p, m, v), idle / iters,
+                r.pred_us, single_pred, single_pred / r.pred_us, r.pred_bubble, lab4_profile(0) ? lab4_profile(0)->name : "-");
+        lab4_plan_release(&pl);
+        lab4_stage_free(&st);
     }
     pl_free(tok), pl_free(tgt);
     return 0;
