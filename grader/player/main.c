@@ -63,7 +63,7 @@ static void slots_take(void) {
         slot_span(s, &off, &len);
         if (s->offset < WIRE_HEADER_BYTES + WIRE_GUARD || off + len > g_region_bytes || len < s->bytes)
             pl_fatal(__FILE__, __LINE__, s->name, "a slot outside the shared region");
-        if (!g_cuda) {
+        if (!g_cuda || (s->flags & DRV_HOST)) {
             g_slots.dev[i] = g_region + s->offset;
         } else {
             unsigned char *d = pl_malloc(len);
@@ -72,9 +72,13 @@ static void slots_take(void) {
     }
 }
 
+/* A slot that lives on the device (cuda, not DRV_HOST). */
+static bool on_device(int i) { return g_cuda && !(g_slots.v[i].flags & DRV_HOST); }
+
 static void slots_upload(void) {
     if (!g_cuda) return;
     for (int i = 0; i < g_slots.n; i++) {
+        if (!on_device(i)) continue;
         uint64_t off, len;
         slot_span(&g_slots.v[i], &off, &len);
         pl_upload((unsigned char *)g_slots.dev[i] - WIRE_GUARD, g_region + off, len);
@@ -85,6 +89,7 @@ static void slots_download(void) {
     if (!g_cuda) return;
     pl_device_sync();
     for (int i = 0; i < g_slots.n; i++) {
+        if (!on_device(i)) continue;
         uint64_t off, len;
         slot_span(&g_slots.v[i], &off, &len);
         pl_download(g_region + off, (unsigned char *)g_slots.dev[i] - WIRE_GUARD, len);
@@ -92,8 +97,8 @@ static void slots_download(void) {
 }
 
 static void slots_free(void) {
-    if (g_cuda)
-        for (int i = 0; i < g_slots.n; i++) pl_free((unsigned char *)g_slots.dev[i] - WIRE_GUARD);
+    for (int i = 0; i < g_slots.n; i++)
+        if (on_device(i)) pl_free((unsigned char *)g_slots.dev[i] - WIRE_GUARD);
     memset(&g_slots, 0, sizeof g_slots);
 }
 

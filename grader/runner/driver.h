@@ -143,6 +143,10 @@ enum {
     DRV_INOUT = 3,
     DRV_CONST = 4,   /* with DRV_IN: the player must not change it (checked after play)    */
     DRV_ZEROED = 8,  /* with DRV_OUT: starts zeroed instead of poisoned                    */
+    DRV_HOST = 16,   /* a host array on every device: the player's drv_slot() is the shared
+                        region itself, never copied to or from a device buffer (schedules,
+                        plans, records the player's own code writes, inputs the lab's model
+                        uploads itself)                                                      */
 };
 
 /* The size in bytes of the slot `name` (either side); 0 if there is none. */
@@ -319,7 +323,7 @@ pl_timing drv_time_player(drv_case *c, int which, int warmup, int iters);
 
 /* The device address of a slot: host memory on the cpu device (the shared region itself),
  * a device buffer on cuda (the runner uploads IN slots before play/timed and downloads
- * OUT slots after). */
+ * OUT slots after). A DRV_HOST slot is the shared region on every device. */
 void *drv_slot(drv_case *c, const char *name);
 float *drv_slot_f(drv_case *c, const char *name); /* the same, as floats */
 
