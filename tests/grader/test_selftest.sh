@@ -20,7 +20,14 @@ cd "$(dirname "$0")/../.."
 export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 TMP=$(mktemp -d /tmp/paralab-selftest.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
+# SELFTEST_KEEP=DIR keeps each grading's cases.json as DIR/<lab>-<name>.json, to compare
+# two versions of the grader case by case (tests/grader/compare_cases.sh).
+keep_cases() {
+    [ -n "${SELFTEST_KEEP:-}" ] || return 0
+    mkdir -p "$SELFTEST_KEEP"
+    for d in "$TMP"/*/; do [ -f "$d/cases.json" ] && cp "$d/cases.json" "$SELFTEST_KEEP/$(basename "$d").json"; done
+}
+trap 'keep_cases; rm -rf "$TMP"' EXIT
 ENGINE=$B/tools/pl-grade
 
 ok() { echo "ok - $*"; }
