@@ -47,9 +47,13 @@ static l7_ckdir *make_dir(drv_case *c) {
     l7_ckdir *d = calloc(1, sizeof *d);
     PL_CHECK(d != NULL, "out of host memory");
     if (c->rank == 0) {
+        /* $TMPDIR, or /tmp where it is not there (a sandbox binds its own /tmp only) */
         const char *tmp = getenv("TMPDIR");
         snprintf(d->path, sizeof d->path, "%s/paralab-zero.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-        if (!mkdtemp(d->path)) pl_fatal(__FILE__, __LINE__, "mkdtemp (the checkpoint's directory)", strerror(errno));
+        if (!mkdtemp(d->path)) {
+            snprintf(d->path, sizeof d->path, "/tmp/paralab-zero.XXXXXX");
+            if (!mkdtemp(d->path)) pl_fatal(__FILE__, __LINE__, "mkdtemp (the checkpoint's directory)", strerror(errno));
+        }
     }
     char *all = malloc(sizeof d->path * (size_t)c->world);
     PL_CHECK(all != NULL, "out of host memory");
