@@ -17,8 +17,8 @@
  *
  * A lab driver is a table, as an nccl-tests collective is four callbacks: it fills a
  * drv_lab (its name, flags, tests, modes) and each test row names its referee columns
- * (DRV_R: setup, check, model, perf, refresh, verify, teardown) and its player columns
- * (DRV_P: play, timed, release). The same table source is compiled into both binaries;
+ * (DRV_R: setup, check, model, perf, refresh, verify, teardown, interlude) and its player
+ * columns (DRV_P: play, timed, release). The same table source is compiled into both binaries;
  * each keeps only its own columns (the others become NULL), so a player binary holds no
  * reference and a referee holds no call to the student.
  *
