@@ -229,18 +229,26 @@ DRV_HDRS   := $(wildcard grader/runner/*.h grader/cases/*.h grader/referee/*.h g
 REF_CFLAGS := -Igrader/runner -Igrader/cases -Igrader/referee $(CFLAGS) -DDRV_REFEREE
 PLY_CFLAGS := -Igrader/runner -Igrader/cases -Igrader/player -Ilabs/$(LAB) $(CFLAGS) -DDRV_PLAYER \
               $(if $(filter cuda,$(FLAVOR)),$(CUDA_CFLAGS) -I$(CUDA_HOME)/include)
-$(BIN): $(RUNNER_SHARED) $(DRV_CASES) $(DRV_REF) $(DRV_HDRS) $(COMMON_H) $(B)/cpu/libparalab.a $(BIN).player
+# Neither the referee nor the player's driver object holds student code: each is built once
+# per lab (and flavour) under $(B)/<flavour>/drivers/ and shared by every build of the lab (a
+# self-test builds a dozen); $(BIN) is a copy of the referee, beside its player.
+DRV_REF_BIN := $(B)/cpu/drivers/lab$(DRV_NUM).referee
+DRV_PLY_OBJ := $(B)/$(FLAVOR)/drivers/lab$(DRV_NUM).drv.o
+$(DRV_REF_BIN): $(RUNNER_SHARED) $(DRV_CASES) $(DRV_REF) $(DRV_HDRS) $(COMMON_H) $(B)/cpu/libparalab.a
 	@mkdir -p $(@D)
 	$(call say,LINK,$@)
 	$(Q)$(MPICC) $(REF_CFLAGS) $(RUNNER_SHARED) $(DRV_CASES) $(DRV_REF) $(B)/cpu/libparalab.a $(LDLIBS) -o $@
-$(BIN).drv.o: $(RUNNER_SHARED) $(DRV_CASES) $(DRV_PLY) $(DRV_HDRS) $(wildcard labs/$(LAB)/*.h) $(COMMON_H) grader/tools/driver-object.sh
+$(BIN): $(DRV_REF_BIN) $(BIN).player
+	@mkdir -p $(@D)
+	$(Q)cp $< $@
+$(DRV_PLY_OBJ): $(RUNNER_SHARED) $(DRV_CASES) $(DRV_PLY) $(DRV_HDRS) $(wildcard labs/$(LAB)/*.h) $(COMMON_H) grader/tools/driver-object.sh
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
 	$(Q)grader/tools/driver-object.sh $@ labs/$(LAB) -- $(MPICC) $(PLY_CFLAGS) -- $(RUNNER_SHARED) $(DRV_CASES) $(DRV_PLY)
-$(BIN).player: $(BIN).drv.o $(BIN).o $(B)/$(FLAVOR)/libparalab.a
+$(BIN).player: $(DRV_PLY_OBJ) $(BIN).o $(B)/$(FLAVOR)/libparalab.a
 	@mkdir -p $(@D)
 	$(call say,LINK,$@)
-	$(Q)$(MPICC) $(BIN).drv.o $(BIN).o $(B)/$(FLAVOR)/libparalab.a $(LDLIBS) $(if $(filter cuda,$(FLAVOR)),$(CUDA_LDLIBS)) -o $@
+	$(Q)$(MPICC) $(DRV_PLY_OBJ) $(BIN).o $(B)/$(FLAVOR)/libparalab.a $(LDLIBS) $(if $(filter cuda,$(FLAVOR)),$(CUDA_LDLIBS)) -o $@
 else
 DRV_MAIN := $(wildcard grader/drivers/lab$(DRV_NUM).c grader/drivers/lab$(DRV_NUM)_*.c)
 # The lab's API: the global functions the untouched starter defines.
