@@ -106,7 +106,7 @@ static void plan_ckpt(const drv_test *t, drv_plan *p) {
      .check = DRV_R(l7_layouts_check), .teardown = DRV_R(l7_layouts_teardown), .play = DRV_P(l7_play_layouts)}
 #define VARIANT_ROW(nm)                                                                                      \
     {.name = nm, .group = nm, .plan = plan_variants, .setup = DRV_R(l7_run_setup), .check = DRV_R(l7_run_check), \
-     .teardown = DRV_R(l7_run_teardown), .play = DRV_P(l7_play_run)}
+     .play = DRV_P(l7_play_run)}
 static const drv_test TESTS[] = {
     LAYOUT_ROW("layout"),
     LAYOUT_ROW("plan"),
@@ -162,7 +162,6 @@ static const drv_lab LAB = {
     .tests = TESTS,
     .modes = MODES,
     .init = DRV_R(l7_init),
-    .player_init = DRV_P(l7_player_init),
     .finish = DRV_R(l7_finish),
 };
 

@@ -270,13 +270,11 @@ void l7_layouts_check(drv_case *c);
 void l7_layouts_teardown(drv_case *c);
 void l7_run_setup(drv_case *c);
 void l7_run_check(drv_case *c);
-void l7_run_teardown(drv_case *c);
 void l7_ckpt_setup(drv_case *c);
 void l7_ckpt_interlude(drv_case *c, int which);
 void l7_ckpt_check(drv_case *c);
 void l7_ckpt_teardown(drv_case *c);
 /* player */
-void l7_player_init(void);
 void l7_play_layouts(drv_case *c);
 void l7_play_run(drv_case *c);
 void l7_play_ckpt(drv_case *c);

@@ -211,8 +211,6 @@ void l7_run_check(drv_case *c) {
     }
 }
 
-void l7_run_teardown(drv_case *c) { (void)c; }
-
 /* ==================================================================================== */
 /* Checkpoints                                                                           */
 /* ==================================================================================== */
@@ -277,7 +275,7 @@ void l7_ckpt_interlude(drv_case *c, int which) {
         drv_fail(c, "the player asked for interlude %d; this case has one (0)", which);
         return;
     }
-    l7_ckdir *d = l7_ckdir_write(c, L, st->saver, &L->model, st->saved_world, st->why, sizeof st->why);
+    l7_ckdir *d = l7_ckdir_write(c, st->saver, &L->model, st->saved_world, st->why, sizeof st->why);
     st->saved = d != NULL;
     if ((int)c->arg[0] >= 0) {
         l7_ckdir_stage(c, d, 0, st->loader);

@@ -95,9 +95,7 @@ static void write_meta(const char *dir, const l7_model *m, int world, int step, 
     if (fclose(f) != 0) pl_fatal(__FILE__, __LINE__, path, "cannot write the metadata");
 }
 
-l7_ckdir *l7_ckdir_write(drv_case *c, const l7_lab *L, bool saver, const l7_model *m, int saved_world, char *why,
-                         size_t len) {
-    (void)L;
+l7_ckdir *l7_ckdir_write(drv_case *c, bool saver, const l7_model *m, int saved_world, char *why, size_t len) {
     saver_recs *mine = calloc(1, sizeof *mine);
     PL_CHECK(mine != NULL, "out of host memory");
     l7_ck_save *s = NULL;

@@ -104,8 +104,7 @@ void l7_layouts_free(void *q);
 typedef struct l7_ckdir l7_ckdir;
 /* Every saver's file and rank 0's metadata, from the players' "ck.save" and "ck.file", in
  * a fresh directory: NULL (every rank alike) when some rank did not save, why says who. */
-l7_ckdir *l7_ckdir_write(drv_case *c, const l7_lab *L, bool saver, const l7_model *m, int saved_world, char *why,
-                         size_t len);
+l7_ckdir *l7_ckdir_write(drv_case *c, bool saver, const l7_model *m, int saved_world, char *why, size_t len);
 /* Another model's checkpoint at 2 ranks, as a fresh ZeRO-3 run of it would save it. */
 l7_ckdir *l7_ckdir_other_model(drv_case *c, const l7_lab *L);
 /* A copy of d with one damage (rank 0 makes it); the file the error must name. */
