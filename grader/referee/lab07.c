@@ -217,6 +217,7 @@ void l7_run_check(drv_case *c) {
 
 typedef struct {
     bool saver, loader;
+    bool paused;                       /* the player paused for the interlude (once)        */
     int saved_world;
     bool saved;                        /* every saver's file was written                   */
     char why[320];                     /* why not (this rank's, or the first failing one's) */
@@ -271,10 +272,13 @@ void l7_ckpt_setup(drv_case *c) {
 void l7_ckpt_interlude(drv_case *c, int which) {
     l7_lab *L = &g_l7;
     ckpt_state *st = c->state;
-    if (which != 0) {
-        drv_fail(c, "the player asked for interlude %d; this case has one (0)", which);
+    /* what a player asks for beyond the one interlude is refused without a relay: the
+     * other ranks' referees may not be in an interlude at all */
+    if (which != 0 || st->paused) {
+        drv_fail(c, "the player asked for interlude %d%s; this case has one (0)", which, st->paused ? " again" : "");
         return;
     }
+    st->paused = true;
     l7_ckdir *d = l7_ckdir_write(c, st->saver, &L->model, st->saved_world, st->why, sizeof st->why);
     st->saved = d != NULL;
     if ((int)c->arg[0] >= 0) {
@@ -339,6 +343,10 @@ void l7_ckpt_check(drv_case *c) {
     ckpt_state *st = c->state;
     int i = (int)c->arg[0];
     if (!c->ran) return;
+    if (drv_min(st->paused) == 0) {
+        drv_fail(c, "the play ended without its interlude: no checkpoint was written");
+        return;
+    }
     if (i < 0) {
         check_errors(c, st);
         return;
