@@ -227,6 +227,24 @@ static void on_relay(const void *mine, uint64_t len) {
     free(counts);
 }
 
+void drv_interlude(drv_case *c, int which) {
+    (void)c;
+    pl_device_sync(); /* what play() issued so far is in the slots before the referee looks */
+    slots_download();
+    if (!wire_send(WIRE_FD_CTL, REP_INTERLUDE, (uint32_t)which, NULL, 0)) exit(PL_EXIT_FATAL);
+    for (;;) { /* the referee's interlude may relay values through the players */
+        wire_msg m;
+        void *payload = NULL;
+        if (wire_recv(WIRE_FD_CTL, &m, &payload, ((uint64_t)WIRE_RELAY_MAX + 64) * 2) != 1) exit(PL_EXIT_FATAL);
+        bool resume = m.cmd == CMD_RESUME;
+        if (m.cmd == CMD_RELAY) on_relay(payload, m.len);
+        else if (!resume) pl_fatal(__FILE__, __LINE__, "a command from the referee", "not a relay or a resume in an interlude");
+        free(payload);
+        if (resume) break;
+    }
+    slots_upload();
+}
+
 static int serve(void) {
     for (;;) {
         wire_msg m;

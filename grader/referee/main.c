@@ -237,6 +237,26 @@ void player_command(uint32_t cmd, uint32_t arg) {
         referee_tampered("the player answered command %u with something else than its reply", cmd);
 }
 
+/* play() on the player, and the interludes it pauses for: each one's slots checked as
+ * after the call, then the test's interlude(), then the slots published again (the IN
+ * slots it wrote hashed anew) and the player resumed. */
+static void play(drv_case *c) {
+    if (!wire_send(g_ref.ctl_fd, CMD_PLAY, 0, NULL, 0)) player_gone();
+    for (;;) {
+        wire_msg m;
+        void *payload = NULL;
+        int got = wire_recv(g_ref.ctl_fd, &m, &payload, 0);
+        if (got == 0) player_gone();
+        if (got > 0 && m.cmd == REP_DONE) return;
+        if (got < 0 || m.cmd != REP_INTERLUDE || !c->inst->test->interlude)
+            referee_tampered("the player answered command %u with something else than its reply", CMD_PLAY);
+        slots_verify(c, "the call (before its interlude)");
+        c->inst->test->interlude(c, (int)m.arg);
+        slots_publish(c, -1);
+        if (!wire_send(g_ref.ctl_fd, CMD_RESUME, 0, NULL, 0)) player_gone();
+    }
+}
+
 static void player_ready(void) {
     wire_msg m;
     void *payload = NULL;
@@ -312,8 +332,8 @@ static void run_case(const drv_instance *in, int index) {
      * would leave the others waiting in its collectives */
     if (t->play && drv_max(drv_failed(&c)) == 0) {
         slots_publish(&c, index);
-        player_command(CMD_PLAY, 0);
-        c.ran = true;
+        c.ran = true; /* no slot is declared from here on, not even in an interlude */
+        play(&c);
         slots_read_report(&c);
         slots_verify(&c, "the call");
     }

@@ -17,8 +17,8 @@
  *
  * A lab driver is a table, as an nccl-tests collective is four callbacks: it fills a
  * drv_lab (its name, flags, tests, modes) and each test row names its referee columns
- * (DRV_R: setup, check, model, perf, refresh, verify, teardown) and its player columns
- * (DRV_P: play, timed, release). The same table source is compiled into both binaries;
+ * (DRV_R: setup, check, model, perf, refresh, verify, teardown, interlude) and its player
+ * columns (DRV_P: play, timed, release). The same table source is compiled into both binaries;
  * each keeps only its own columns (the others become NULL), so a player binary holds no
  * reference and a referee holds no call to the student.
  *
@@ -27,6 +27,8 @@
  *                        reference in the referee's own memory
  *   player   play()      the student's call(s); the runner syncs before and after and
  *                        reports the player's counters (drv_case.m, .wire, .mem_*)
+ *   referee  interlude() only when play() pauses (drv_interlude): what the player left in
+ *                        the OUT slots so far, the IN slots for the rest of play()
  *   referee  (runner)    red zones around every slot, const inputs unchanged
  *   referee  check()     compare the outputs (drv_slot_host) with the reference
  *   referee  model()     what the call should have counted (drv_model), compared here
@@ -200,6 +202,9 @@ struct drv_test {
     void (*refresh)(drv_case *c, int run); /* fresh inputs for timed run `run`          */
     void (*verify)(drv_case *c, int run);  /* check timed run `run`'s outputs           */
     void (*teardown)(drv_case *c);
+    /* play() paused in drv_interlude(c, which): read the OUT slots it wrote so far, write
+     * IN slots for the rest of it (what only the referee may do in between: files) */
+    void (*interlude)(drv_case *c, int which);
     /* player columns (DRV_P) */
     void (*play)(drv_case *c);             /* the measured student call(s)              */
     void (*timed)(drv_case *c, int which); /* what perf times: which = 0 the student's  */
@@ -362,6 +367,11 @@ void drv_measure_slot(drv_case *c, const char *name, void (*fn)(void *), void *a
  * that the ranks stop a multi-step play() together when a step failed on one of them
  * (control flow only: verdicts are the referee's). */
 bool drv_everyone(bool mine);
+/* Pause play() for the referee's interlude(c, which): the OUT slots as written so far go
+ * to the referee, which may read them and write IN slots; returns once it is done (the IN
+ * slots as it left them). Every rank's play() calls it the same number of times: the
+ * referees' interludes exchange values through the players. */
+void drv_interlude(drv_case *c, int which);
 
 #endif /* DRV_PLAYER */
 

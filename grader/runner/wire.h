@@ -68,9 +68,11 @@ enum {
     CMD_RELEASE,    /* the case is over: release(), free the slots' device buffers        */
     CMD_RELAY,      /* payload: this referee's signed contribution; reply: every rank's   */
     CMD_EXIT,       /* finalize and exit 0                                                */
+    CMD_RESUME,     /* the referee's interlude is over: go on with play() (no reply)      */
     REP_READY = 100,/* after start-up: payload = the player's runtime info                */
     REP_DONE,
     REP_RELAY,
+    REP_INTERLUDE,  /* arg = which: play() pauses for the test's interlude (drv_interlude)  */
 };
 
 typedef struct {

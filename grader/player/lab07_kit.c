@@ -1,8 +1,8 @@
-/* lab07_player_run.c - the player's side of Lab 7's training runs: the GPT of models/gpt.h
- * on the device, driven unit by unit through the student's hooks, from the referee's host
- * inputs (initial parameters, this rank's sequences) to host outputs (losses, what the
- * harness counted and recorded in each step, the pieces and every unit's parameters at the
- * end). It never judges: the referee's checks read what it returns.
+/* lab07_kit.c (player) - the player's side of Lab 7's training runs: the GPT of
+ * models/gpt.h on the device, driven unit by unit through the student's hooks, from the
+ * referee's inputs in the slots (initial parameters, this rank's sequences) to the slots
+ * (losses, what the harness counted and recorded in each step, the pieces and every unit's
+ * parameters at the end). It never judges: the referee's checks read what it leaves.
  *
  * The kit's compute: with fp32 parameters it computes on the buffer the hook returns and
  * writes the gradient into the hook's buffer (zeroed, then accumulated by the model); with
@@ -14,8 +14,49 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lab07.h"
+#include "lab07_play.h"
 #include "pl_memtag_internal.h" // defines: pl_mem_tag_peak, pl_mem_tag_reset_peaks
+
+_Static_assert(L7_MAX_UNITS == ZERO_MAX_UNITS && L7_MAX_TENSORS == ZERO_MAX_TENSORS &&
+                   L7_MAX_BUCKETS == ZERO_MAX_BUCKETS, "the driver's limits and zero.h's differ");
+_Static_assert((int)L7_OK == (int)ZERO_OK && (int)L7_ERR_ARG == (int)ZERO_ERR_ARG &&
+                   (int)L7_ERR_CAPACITY == (int)ZERO_ERR_CAPACITY && (int)L7_ERR_COVERAGE == (int)ZERO_ERR_COVERAGE &&
+                   (int)L7_ERR_TODO == (int)ZERO_ERR_TODO,
+               "the driver's return codes and zero.h's differ");
+_Static_assert(L7_FP32 == (int)ZERO_FP32 && L7_BF16 == (int)ZERO_BF16, "the driver's dtypes and zero.h's differ");
+#define SAME_LAYOUT(a, b) (sizeof(a) == sizeof(b) && _Alignof(a) == _Alignof(b))
+_Static_assert(SAME_LAYOUT(l7_tensor, zero_tensor) && offsetof(l7_tensor, unit) == offsetof(zero_tensor, unit) &&
+                   offsetof(l7_tensor, dim0) == offsetof(zero_tensor, dim0) &&
+                   offsetof(l7_tensor, offset) == offsetof(zero_tensor, offset),
+               "l7_tensor is not zero_tensor");
+_Static_assert(SAME_LAYOUT(l7_unit, zero_unit) && offsetof(l7_unit, numel) == offsetof(zero_unit, numel),
+               "l7_unit is not zero_unit");
+_Static_assert(SAME_LAYOUT(l7_model, zero_model) && offsetof(l7_model, unit) == offsetof(zero_model, unit) &&
+                   offsetof(l7_model, tensor) == offsetof(zero_model, tensor) &&
+                   offsetof(l7_model, numel) == offsetof(zero_model, numel),
+               "l7_model is not zero_model");
+_Static_assert(SAME_LAYOUT(l7_bucket, zero_bucket) && offsetof(l7_bucket, numel) == offsetof(zero_bucket, numel) &&
+                   offsetof(l7_bucket, offset) == offsetof(zero_bucket, offset),
+               "l7_bucket is not zero_bucket");
+_Static_assert(SAME_LAYOUT(l7_saved, zero_saved_piece) && offsetof(l7_saved, tensor) == offsetof(zero_saved_piece, tensor) &&
+                   offsetof(l7_saved, begin) == offsetof(zero_saved_piece, begin) &&
+                   offsetof(l7_saved, count) == offsetof(zero_saved_piece, count),
+               "l7_saved is not zero_saved_piece");
+_Static_assert(SAME_LAYOUT(l7_read, zero_read) && offsetof(l7_read, dst_offset) == offsetof(zero_read, dst_offset) &&
+                   offsetof(l7_read, saved) == offsetof(zero_read, saved) &&
+                   offsetof(l7_read, src_offset) == offsetof(zero_read, src_offset) &&
+                   offsetof(l7_read, count) == offsetof(zero_read, count),
+               "l7_read is not zero_read");
+
+void l7_zero_model(zero_model *out, const l7_model *m) { memcpy(out, m, sizeof *out); }
+
+zero_config l7_zero_config(const l7_cfg *c) {
+    return (zero_config){.stage = c->stage, .reshard_after_forward = c->reshard != 0,
+                         .param_dtype = c->param == L7_BF16 ? ZERO_BF16 : ZERO_FP32,
+                         .reduce_dtype = c->reduce == L7_BF16 ? ZERO_BF16 : ZERO_FP32, .bucket_cap = c->cap,
+                         .lr = c->lr, .beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps, .weight_decay = c->wd,
+                         .max_norm = c->max_norm};
+}
 
 /* ==================================================================================== */
 /* The kit's model                                                                       */
@@ -161,75 +202,6 @@ static void scan(l7_step *r) {
     r->ag_overlap = ag_total > 0 ? fmin(1.0, ag_beside / ag_total) : 0;
 }
 
-/* The step as it would run without prefetch: each all-gather moved, in its rank's list, to
- * right after the last compute op issued before its unit's hook was called, and made to
- * wait for it. Returns the new list (every `after` renumbered). */
-static plc_op *without_prefetch(const l7_step *r, const zero_model *m, const plc_op *ops, size_t nops, const int *op_of,
-                                const pl_trace_event *ev) {
-    int U = m->nunits, nf = 0;
-    int *move_after = malloc((nops + 1) * sizeof *move_after), *newidx = malloc((nops + 1) * sizeof *newidx);
-    plc_op *out = malloc((nops + 1) * sizeof *out);
-    PL_CHECK(move_after && newidx && out, "out of host memory");
-    for (size_t i = 0; i < nops; i++) move_after[i] = -1;
-    while (nf < r->nag && r->ag_at[nf] < r->fwd_end) nf++;
-    for (int k = 1; k < r->nag; k++) {
-        if (k == nf) continue; /* the first gather of the backward is never a prefetch */
-        int unit = k < nf ? k : U - 1 - (k - nf);
-        if (unit < 0 || unit >= U) continue;
-        int call = k < nf ? r->fwd_call[unit] : r->bwd_call[unit], last = -1, me = op_of[r->ag_at[k]];
-        for (int i = call - 1; i >= 0 && last < 0; i--)
-            if (op_of[i] >= 0 && ev[i].stream == 0) last = op_of[i];
-        if (me >= 0 && last > me) move_after[me] = last;
-    }
-    size_t w = 0;
-    for (size_t i = 0; i < nops; i++) {
-        if (move_after[i] < 0) newidx[i] = (int)w, out[w++] = ops[i];
-        for (size_t j = 0; j < nops; j++)
-            if (move_after[j] == (int)i) newidx[j] = (int)w, out[w] = ops[j], out[w++].after = (int)i + 1;
-    }
-    for (size_t i = 0; i < w; i++)
-        if (out[i].after > 0) {
-            int to = newidx[out[i].after - 1];
-            out[i].after = to < (int)i ? to + 1 : 0;
-        }
-    free(move_after), free(newidx);
-    return out;
-}
-
-/* The step replayed on the profile as recorded, and (ZeRO-3) without prefetch. */
-static void replay(l7_step *r, const zero_model *m, pl_comm *comm, const plc_profile *prof) {
-    size_t n = pl_trace_count();
-    plc_op *ops = malloc((n + 1) * sizeof *ops);
-    int *op_of = malloc((n + 1) * sizeof *op_of);
-    PL_CHECK(ops && op_of, "out of host memory");
-    size_t nops = plc_ops_from_trace(0, pl_comm_rank(comm), ops, n);
-    const pl_trace_event *ev = pl_trace_events();
-    for (size_t i = 0, w = 0; i < n; i++) op_of[i] = ev[i].kind == PL_OP_REGION ? -1 : (int)w++;
-    /* rank 0 replays every rank's ops (the replay is the same computation everywhere) */
-    char err[200];
-    double pred[2] = {0, 0};
-    for (int pass = 0; pass < 2; pass++) {
-        plc_op *list = pass ? without_prefetch(r, m, ops, nops, op_of, ev) : ops;
-        size_t *counts = calloc((size_t)pl_comm_size(comm), sizeof *counts), total = 0;
-        PL_CHECK(counts != NULL, "out of host memory");
-        plc_op *all = pl_host_gatherv(list, nops * sizeof *list, counts, 0, comm);
-        if (pass) free(list);
-        if (pl_comm_rank(comm) == 0) {
-            for (int q = 0; q < pl_comm_size(comm); q++) total += counts[q];
-            plc_prediction pp;
-            if (plc_replay(prof, all, total / sizeof *all, pl_comm_size(comm), &pp, err, sizeof err) == 0)
-                pred[pass] = pp.step_time * 1e6;
-            else
-                pred[0] = pred[1] = 0, pass = 2;
-        }
-        free(all), free(counts);
-        pl_host_bcast(&pass, sizeof pass, 0, comm);
-    }
-    pl_host_bcast(pred, sizeof pred, 0, comm);
-    r->pred_us = pred[0], r->pred_noprefetch_us = pred[1];
-    free(ops), free(op_of);
-}
-
 double l7_kit_step(l7_kit *k, const l7_hooks *h, void *z, const int *tokens, const int *targets, l7_step *rec,
                    char *why, size_t whylen) {
     const zero_model *m = k->m;
@@ -288,141 +260,144 @@ double l7_kit_step(l7_kit *k, const l7_hooks *h, void *z, const int *tokens, con
     return loss;
 }
 
+
 /* ==================================================================================== */
 /* A run                                                                                 */
 /* ==================================================================================== */
 
 struct l7_session {
     l7_kit *kit;
+    zero_model m;            /* z->model points here                                  */
     zero_state z;
-    const zero_model *m;
     pl_comm *comm;
-    const plc_profile *prof;
-    size_t n;                /* T * b */
+    int stage;
+    size_t n;                /* T * b                                                 */
 };
 
-l7_session *l7_session_start(const l7_in *in, const zero_model *m, pl_comm *comm, l7_out *out) {
+l7_session *l7_session_start(const l7_run_in *in, const float *init, pl_comm *comm, l7_record *rec) {
     l7_session *s = calloc(1, sizeof *s);
     PL_CHECK(s != NULL, "out of host memory");
-    s->m = m, s->comm = comm, s->n = (size_t)in->mc.seq * in->mc.batch;
-    s->kit = l7_kit_new(&in->mc, m, in->cfg.param_dtype);
-    float *init[ZERO_MAX_UNITS];
-    for (int u = 0; u < m->nunits; u++) {
-        init[u] = pl_malloc_floats(m->unit[u].numel);
-        pl_upload(init[u], in->init[u], m->unit[u].numel * sizeof(float));
+    gpt_config mc = {.seq = in->seq, .batch = in->batch, .hidden = in->hidden, .heads = in->heads, .ffn = in->ffn,
+                     .vocab = in->vocab, .max_pos = in->seq};
+    l7_model *lm = malloc(sizeof *lm);
+    PL_CHECK(lm != NULL, "out of host memory");
+    l7_describe(lm, &mc, in->layers);
+    l7_zero_model(&s->m, lm);
+    free(lm);
+    zero_config cfg = l7_zero_config(&in->cfg);
+    s->comm = comm, s->stage = in->cfg.stage, s->n = (size_t)in->seq * in->batch;
+    s->kit = l7_kit_new(&mc, &s->m, cfg.param_dtype);
+    float *dev[ZERO_MAX_UNITS];
+    size_t at = 0;
+    for (int u = 0; u < s->m.nunits; u++) {
+        dev[u] = pl_malloc_floats(s->m.unit[u].numel);
+        pl_upload(dev[u], init + at, s->m.unit[u].numel * sizeof(float));
+        at += s->m.unit[u].numel;
     }
     pl_device_sync();
     size_t before = pl_mem_tag_in_use(PL_MEM_UNTAGGED);
-    zero_init(&s->z, m, &in->cfg, comm, init);
+    zero_init(&s->z, &s->m, &cfg, comm, dev);
     pl_device_sync();
-    for (int t = 0; t < PL_MEM_NTAGS; t++) out->mem_init[t] = pl_mem_tag_in_use((pl_mem_tag)t);
+    for (int t = 0; t < PL_MEM_NTAGS; t++) rec->mem_init[t] = pl_mem_tag_in_use((pl_mem_tag)t);
     size_t after = pl_mem_tag_in_use(PL_MEM_UNTAGGED);
-    out->untagged_init = after > before ? after - before : 0;
-    for (int u = 0; u < m->nunits; u++) pl_free(init[u]);
-    out->nbuckets = s->z.nbuckets < 0 ? 0 : s->z.nbuckets > ZERO_MAX_BUCKETS ? ZERO_MAX_BUCKETS : s->z.nbuckets;
-    memcpy(out->bucket, s->z.bucket, sizeof out->bucket);
+    rec->untagged_init = after > before ? after - before : 0;
+    for (int u = 0; u < s->m.nunits; u++) pl_free(dev[u]);
+    int nb = s->z.nbuckets < 0 ? 0 : s->z.nbuckets > ZERO_MAX_BUCKETS ? ZERO_MAX_BUCKETS : s->z.nbuckets;
+    rec->nbuckets = nb;
+    memcpy(rec->bucket, s->z.bucket, (size_t)nb * sizeof rec->bucket[0]);
     return s;
 }
 
 zero_state *l7_session_state(l7_session *s) { return &s->z; }
 
-void l7_session_steps(l7_session *s, const l7_in *in, int from, int count, l7_out *out) {
-    for (int i = 0; i < count && out->nsteps < L7_MAX_STEPS; i++) {
-        l7_step *rec = &out->step[out->nsteps];
-        const int *tk = in->tokens + (size_t)(from + i) * s->n, *tg = in->targets + (size_t)(from + i) * s->n;
-        double loss = l7_kit_step(s->kit, &L7_STUDENT_HOOKS, &s->z, tk, tg, in->measure ? rec : NULL, out->why, sizeof out->why);
-        if (!in->measure) rec->loss = loss;
-        if (in->measure && s->prof && in->cfg.stage == 3 && i == count - 1) replay(rec, s->m, s->comm, s->prof);
-        out->nsteps++;
+/* The step just recorded, as ops for the referee's replay: every trace event's op index. */
+static void keep_ops(l7_ops *ops, int rank) {
+    size_t n = pl_trace_count();
+    const pl_trace_event *ev = pl_trace_events();
+    ops->nops = ops->ntrace = 0;
+    if (n > L7_MAX_TRACE) return; /* too long to replay: the referee replays nothing */
+    int w = 0;
+    for (size_t i = 0; i < n; i++) ops->op_of[i] = ev[i].kind == PL_OP_REGION ? -1 : w++;
+    if (w > L7_MAX_OPS) return;
+    ops->nops = (int32_t)plc_ops_from_trace(0, rank, ops->op, L7_MAX_OPS);
+    ops->ntrace = (int32_t)n;
+}
+
+void l7_session_steps(l7_session *s, const int *tok, const int *tgt, int count, l7_record *rec, l7_ops *ops) {
+    for (int i = 0; i < count && rec->nsteps < L7_MAX_STEPS; i++) {
+        l7_step *st = &rec->step[rec->nsteps];
+        l7_kit_step(s->kit, &L7_STUDENT_HOOKS, &s->z, tok + (size_t)i * s->n, tgt + (size_t)i * s->n, st, rec->why,
+                    sizeof rec->why);
+        if (ops && s->stage == 3 && i == count - 1) keep_ops(ops, pl_comm_rank(s->comm));
+        rec->nsteps++;
     }
 }
 
 /* The pieces and their values, every unit's parameters as the hook gives them. */
-static void final_state(l7_session *s, l7_out *out) {
-    const zero_model *m = s->m;
+static void final_state(l7_session *s, l7_record *rec, float *vals, float *full) {
+    const zero_model *m = &s->m;
     zero_state *z = &s->z;
-    out->zstep = z->step;
-    out->npieces = zero_pieces(z, out->piece, L7_MAX_PIECES);
+    size_t psi = m->numel;
+    rec->zstep = z->step;
+    zero_piece *pc = malloc(L7_MAX_PIECES * sizeof *pc);
+    PL_CHECK(pc != NULL, "out of host memory");
+    int np = zero_pieces(z, pc, L7_MAX_PIECES);
+    rec->npieces = np;
     size_t total = 0;
-    for (int j = 0; j < out->npieces; j++) {
-        const zero_piece *p = &out->piece[j];
+    for (int j = 0; j < np; j++) {
+        const zero_piece *p = &pc[j];
         if (p->tensor < 0 || p->tensor >= m->ntensors || p->count > m->tensor[p->tensor].numel ||
             p->begin > m->tensor[p->tensor].numel - p->count || !p->master || !p->m || !p->v) {
-            if (!out->why[0]) snprintf(out->why, sizeof out->why, "zero_pieces: piece %d is not a slice of a tensor with three buffers", j);
-            out->npieces = 0;
+            if (!rec->why[0]) snprintf(rec->why, sizeof rec->why, "zero_pieces: piece %d is not a slice of a tensor with three buffers", j);
+            rec->npieces = 0;
             break;
         }
         total += p->count;
     }
-    out->master = malloc((total + 1) * 4), out->m = malloc((total + 1) * 4), out->v = malloc((total + 1) * 4);
-    PL_CHECK(out->master && out->m && out->v, "out of host memory");
-    for (int j = 0, at = 0; j < out->npieces; j++) {
-        const zero_piece *p = &out->piece[j];
-        pl_download(out->master + at, p->master, p->count * 4);
-        pl_download(out->m + at, p->m, p->count * 4);
-        pl_download(out->v + at, p->v, p->count * 4);
-        at += (int)p->count;
+    total = 0;
+    for (int j = 0; j < rec->npieces; j++) rec->piece[j] = (l7_piece){.tensor = pc[j].tensor, .begin = pc[j].begin, .count = pc[j].count};
+    for (int j = 0; j < rec->npieces; j++) {
+        const zero_piece *p = &pc[j];
+        if (p->count > psi - total) break; /* more than the model holds: the referee sees it in the pieces */
+        pl_download(vals + total, p->master, p->count * 4);
+        pl_download(vals + psi + total, p->m, p->count * 4);
+        pl_download(vals + 2 * psi + total, p->v, p->count * 4);
+        total += p->count;
     }
-    size_t es = z->cfg.param_dtype == ZERO_BF16 ? 2 : 4;
+    rec->nvalues = total;
+    free(pc);
+    size_t es = z->cfg.param_dtype == ZERO_BF16 ? 2 : 4, at = 0;
+    uint16_t *h = es == 2 ? malloc(psi * 2 + 2) : NULL;
+    PL_CHECK(es == 4 || h != NULL, "out of host memory");
     for (int u = 0; u < m->nunits; u++) {
         size_t n = m->unit[u].numel;
-        out->full[u] = calloc(n + 1, sizeof(float));
-        PL_CHECK(out->full[u] != NULL, "out of host memory");
         const void *p = zero_pre_forward(z, u);
         if (p) {
-            uint16_t *h = es == 2 ? malloc(n * 2 + 2) : NULL;
-            pl_download(es == 2 ? (void *)h : (void *)out->full[u], p, n * es);
-            for (size_t i = 0; h && i < n; i++) out->full[u][i] = pl_bf16_to_float(h[i]);
-            free(h);
-        } else if (!out->why[0]) {
-            snprintf(out->why, sizeof out->why, "zero_pre_forward(z, %d) returned NULL", u);
+            pl_download(es == 2 ? (void *)h : (void *)(full + at), p, n * es);
+            for (size_t i = 0; h && i < n; i++) full[at + i] = pl_bf16_to_float(h[i]);
+        } else {
+            memset(full + at, 0, n * sizeof(float));
+            if (!rec->why[0]) snprintf(rec->why, sizeof rec->why, "zero_pre_forward(z, %d) returned NULL", u);
         }
         zero_post_forward(z, u);
+        at += n;
     }
+    free(h);
     pl_device_sync();
 }
 
-void l7_session_finish(l7_session *s, l7_out *out) {
-    final_state(s, out);
+void l7_session_finish(l7_session *s, l7_record *rec, float *vals, float *full) {
+    final_state(s, rec, vals, full);
     zero_free(&s->z);
     pl_device_sync();
-    for (int t = 0; t < PL_MEM_NTAGS; t++) out->mem_end[t] = pl_mem_tag_in_use((pl_mem_tag)t);
+    for (int t = 0; t < PL_MEM_NTAGS; t++) rec->mem_end[t] = pl_mem_tag_in_use((pl_mem_tag)t);
     l7_kit_free(s->kit);
     free(s);
 }
 
-void l7_play(const l7_in *in, const zero_model *m, pl_comm *comm, const plc_profile *prof, l7_out *out) {
-    memset(out, 0, sizeof *out);
-    l7_session *s = l7_session_start(in, m, comm, out);
-    s->prof = prof;
-    l7_session_steps(s, in, 0, in->steps, out);
-    l7_session_finish(s, out);
-}
-
-void l7_out_free(l7_out *o) {
-    if (!o) return;
-    free(o->master), free(o->m), free(o->v);
-    for (int u = 0; u < ZERO_MAX_UNITS; u++) free(o->full[u]);
-    o->master = o->m = o->v = NULL;
-    memset(o->full, 0, sizeof o->full);
-}
-
-/* ==================================================================================== */
-/* The pure functions                                                                    */
-/* ==================================================================================== */
-
-void l7_play_layouts(l7_layouts *q) {
-    for (int i = 0; i < q->nb; i++) {
-        const l7_bucket_q *b = &q->bq[i];
-        q->ba[i].rc = zero_buckets(&q->models[b->model], b->cap, b->world, q->ba[i].b, b->max);
-    }
-    for (int i = 0; i < q->nc; i++) {
-        const l7_chunk_q *c = &q->cq[i];
-        l7_chunk_a *a = &q->ca[i];
-        a->chunk = zero_chunk(c->dim0, c->world, c->rank, &a->first, &a->held);
-    }
-    for (int i = 0; i < q->np; i++) {
-        const l7_plan_q *p = &q->pq[i];
-        q->pa[i].rc = zero_ckpt_plan(p->mine, p->nmine, p->saved, p->nsaved, q->pa[i].reads, p->max);
-    }
+void l7_session_drop(l7_session *s) {
+    zero_free(&s->z);
+    pl_device_sync();
+    l7_kit_free(s->kit);
+    free(s);
 }

@@ -1,4 +1,5 @@
-/* lab07_player_modes.c - Lab 7's modes, on the student's stages beside the kit's own DDP:
+/* lab07_modes.c (player) - Lab 7's modes, on the student's stages beside the kit's own DDP
+ * (a mode is the student's own program: it runs without a referee):
  *   --run train   (make lab-7 RUN=train)   a tiny GPT learns a text byte by byte with DDP and
  *                 with each ZeRO stage from the same start; every curve must equal DDP's;
  *                 scripts/plot-train-7.sh plots them
@@ -15,7 +16,41 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lab07.h"
+#include "lab07_play.h"
+
+/* Cross-rank values of a mode (host reductions, never counted as traffic). */
+static double all_max(double v) {
+    pl_host_allreduce(&v, 1, PL_HOST_MAX, NULL);
+    return v;
+}
+static double all_sum(double v) {
+    pl_host_allreduce(&v, 1, PL_HOST_SUM, NULL);
+    return v;
+}
+
+/* What a mode knows: the flags, the world, the seed of its initial weights. */
+typedef struct {
+    const l7_flags *f;
+    pl_comm *world;
+    int rank, np;
+    uint64_t seed;
+    plc_profile prof;
+    bool have_prof;
+} mode_ctx;
+
+static mode_ctx context(void) {
+    mode_ctx x = {.f = l7_opts(), .world = pl_comm_world(), .rank = pl_rank(), .np = pl_world(), .seed = pl_info()->seed};
+    return x;
+}
+
+/* The model of a mode in zero.h's types. */
+static void describe(zero_model *m, const gpt_config *mc, int layers) {
+    l7_model *lm = malloc(sizeof *lm);
+    PL_CHECK(lm != NULL, "out of host memory");
+    l7_describe(lm, mc, layers);
+    l7_zero_model(m, lm);
+    free(lm);
+}
 
 /* ==================================================================================== */
 /* The kit's DDP                                                                         */
@@ -101,13 +136,14 @@ static const l7_hooks DDP_HOOKS = {ddp_pre_forward, ddp_post_forward, ddp_pre_ba
 enum { M_DDP, M_Z1, M_Z2, M_Z3, M_N };
 static const char *const M_NAMES[M_N] = {"ddp", "zero1", "zero2", "zero3"};
 
-static gpt_config mode_model(const lab7 *L, int vocab, int batch) {
-    return (gpt_config){.seq = 32, .batch = batch, .hidden = L->mode_hidden, .heads = 4, .ffn = 4 * L->mode_hidden,
+static gpt_config mode_model(const mode_ctx *L, int vocab, int batch) {
+    return (gpt_config){.seq = 32, .batch = batch, .hidden = L->f->mode_hidden, .heads = 4, .ffn = 4 * L->f->mode_hidden,
                         .vocab = vocab, .max_pos = 32};
 }
 
-static zero_config mode_config(const lab7 *L, int which, zero_dtype dt, size_t cap) {
-    zero_config c = l7_config(L, which == M_Z2 ? V_Z2 : which == M_Z3 ? V_Z3 : V_Z1);
+static zero_config mode_config(const mode_ctx *L, int which, zero_dtype dt, size_t cap) {
+    l7_cfg lc = l7_config(L->f, which == M_Z2 ? V_Z2 : which == M_Z3 ? V_Z3 : V_Z1);
+    zero_config c = l7_zero_config(&lc);
     c.param_dtype = c.reduce_dtype = dt;
     c.bucket_cap = cap;
     c.lr = 3e-3f;
@@ -117,7 +153,7 @@ static zero_config mode_config(const lab7 *L, int which, zero_dtype dt, size_t c
 /* A model's initial parameters on the device (freed with free_init). */
 static void make_init(const zero_model *m, const gpt_config *mc, uint64_t seed, float **dev) {
     for (int u = 0; u < m->nunits; u++) {
-        float *h = l7_init_unit(m, mc, seed, u);
+        float *h = l7_init_unit((const l7_model *)m, mc, seed, u); /* the same layout (lab07_kit.c) */
         dev[u] = pl_malloc_floats(m->unit[u].numel);
         pl_upload(dev[u], h, m->unit[u].numel * 4);
         free(h);
@@ -151,8 +187,8 @@ static void runner_free(runner *r) {
 /* ==================================================================================== */
 
 /* The text as bytes: --text, else a licence Debian ships, else this lab's handout. */
-static unsigned char *read_text(const lab7 *L, size_t *n) {
-    const char *paths[2] = {L->text ? L->text : "/usr/share/common-licenses/GPL-3", L->text ? NULL : "labs/07-zero/README.md"};
+static unsigned char *read_text(const mode_ctx *L, size_t *n) {
+    const char *paths[2] = {L->f->text ? L->f->text : "/usr/share/common-licenses/GPL-3", L->f->text ? NULL : "labs/07-zero/README.md"};
     for (int i = 0; i < 2 && paths[i]; i++) {
         FILE *f = fopen(paths[i], "rb");
         if (!f) continue;
@@ -166,32 +202,33 @@ static unsigned char *read_text(const lab7 *L, size_t *n) {
         }
         free(buf);
     }
-    pl_usage_error("--text %s: cannot read it, or it holds under 1000 bytes", L->text ? L->text : paths[0]);
+    pl_usage_error("--text %s: cannot read it, or it holds under 1000 bytes", L->f->text ? L->f->text : paths[0]);
 }
 
 /* Step s's sequences [j0, j0 + b) of the global batch: windows of T + 1 bytes at
  * positions from the counter RNG, tokens byte t and targets byte t + 1, [T, b]. */
-static void text_batch(const lab7 *L, const unsigned char *text, size_t n, int s, int j0, int b, int T, int *tok, int *tgt) {
+static void text_batch(const mode_ctx *L, const unsigned char *text, size_t n, int s, int j0, int b, int T, int *tok, int *tgt) {
     for (int j = 0; j < b; j++) {
         size_t at = (size_t)(pl_rng_bits(L->seed, 77, (uint64_t)s * 65536 + (uint64_t)(j0 + j)) % (n - (size_t)T - 1));
         for (int t = 0; t < T; t++) tok[t * b + j] = text[at + t], tgt[t * b + j] = text[at + t + 1];
     }
 }
 
-int l7_mode_train(lab7 *L) {
-    int np = L->np, G = L->mode_batch, b = G / np;
+int l7_mode_train(void) {
+    mode_ctx ctx = context(), *L = &ctx;
+    int np = L->np, G = L->f->mode_batch, b = G / np;
     if (G % np) pl_usage_error("--mode-batch %d is not a multiple of the world size %d", G, np);
     size_t n;
     unsigned char *text = read_text(L, &n);
     gpt_config mc = mode_model(L, 256, b), mg = mode_model(L, 256, G);
     zero_model m;
-    l7_describe(&m, &mc, L->mode_layers);
+    describe(&m, &mc, L->f->mode_layers);
     int T = mc.seq, *tok = malloc((size_t)T * b * sizeof(int)), *tgt = malloc((size_t)T * b * sizeof(int));
     PL_CHECK(tok && tgt, "out of host memory");
     drv_say("# train: GPT of %d blocks, C=%d, %zu parameters; %d sequences of %d bytes per step (%d per rank), AdamW "
             "lr 3e-3 clipped at %.1f, %d steps, each of ddp zero1 zero2 zero3 from the same start\n",
-            L->mode_layers, mc.hidden, m.numel, G, T, b, L->max_norm, L->train_steps);
-    double *curve = malloc((size_t)M_N * L->train_steps * sizeof *curve);
+            L->f->mode_layers, mc.hidden, m.numel, G, T, b, L->f->max_norm, L->f->train_steps);
+    double *curve = malloc((size_t)M_N * L->f->train_steps * sizeof *curve);
     PL_CHECK(curve != NULL, "out of host memory");
     for (int which = 0; which < M_N; which++) {
         l7_kit *kit = l7_kit_new(&mc, &m, ZERO_FP32);
@@ -202,24 +239,24 @@ int l7_mode_train(lab7 *L) {
         runner_init(&r, which, &m, &c, L->world, init);
         free_init(&m, init);
         double t0 = pl_now();
-        for (int s = 0; s < L->train_steps; s++) {
+        for (int s = 0; s < L->f->train_steps; s++) {
             text_batch(L, text, n, s, L->rank * b, b, T, tok, tgt);
             char why[200] = "";
             double loss = l7_kit_step(kit, runner_hooks(&r), runner_state(&r), tok, tgt, NULL, why, sizeof why);
-            if (drv_max(why[0] != 0) > 0) pl_usage_error("%s: %s", M_NAMES[which], why[0] ? why : "a hook failed on another rank");
-            loss = drv_sum(loss) / np;
-            curve[which * L->train_steps + s] = loss;
-            if (L->rank == 0 && (s % 10 == 0 || s + 1 == L->train_steps)) {
-                int w = 30, filled = (int)((s + 1) * w / L->train_steps);
+            if (all_max(why[0] != 0) > 0) pl_usage_error("%s: %s", M_NAMES[which], why[0] ? why : "a hook failed on another rank");
+            loss = all_sum(loss) / np;
+            curve[which * L->f->train_steps + s] = loss;
+            if (L->rank == 0 && (s % 10 == 0 || s + 1 == L->f->train_steps)) {
+                int w = 30, filled = (int)((s + 1) * w / L->f->train_steps);
                 fprintf(stderr, "\r%-6s [%.*s%*s] %3d%% loss %.4f %6.1f steps/s", M_NAMES[which], filled,
-                        "##############################", w - filled, "", (int)(100 * (s + 1) / L->train_steps), loss,
+                        "##############################", w - filled, "", (int)(100 * (s + 1) / L->f->train_steps), loss,
                         (s + 1) / (pl_now() - t0));
             }
             pl_trace_clear(); /* a long run: keep the record from growing */
         }
         if (L->rank == 0) fprintf(stderr, "\n");
-        for (int s = 0; s < L->train_steps; s++) { /* after the bar: the curve, step by step */
-            double loss = curve[which * L->train_steps + s], ddp_loss = curve[s];
+        for (int s = 0; s < L->f->train_steps; s++) { /* after the bar: the curve, step by step */
+            double loss = curve[which * L->f->train_steps + s], ddp_loss = curve[s];
             drv_say("train step %d np %d %s loss %.6f ddp %.6f rel_diff %.2e\n", s, np, M_NAMES[which], loss, ddp_loss,
                     fabs(loss - ddp_loss) / fabs(ddp_loss));
         }
@@ -228,15 +265,15 @@ int l7_mode_train(lab7 *L) {
     }
     double worst = 0;
     for (int which = 1; which < M_N; which++)
-        for (int s = 0; s < L->train_steps; s++)
-            worst = fmax(worst, fabs(curve[which * L->train_steps + s] - curve[s]) / fabs(curve[s]));
+        for (int s = 0; s < L->f->train_steps; s++)
+            worst = fmax(worst, fabs(curve[which * L->f->train_steps + s] - curve[s]) / fabs(curve[s]));
     /* A stage and DDP sum the ranks' gradients in other orders (a reduce-scatter per bucket or
      * unit, an all-reduce per unit): 1e-7 apart after a step, which hundreds of AdamW steps
      * amplify (README.md: 8.5e-6 after 200 steps at 4 ranks). Equal means within 1e-4. */
     const double tol = 1e-4;
     bool ok = worst <= tol;
     drv_say("# train: loss %.4f -> %.4f; the stages' curves and DDP's differ by %.2e at most (relative; tolerance %.0e): %s\n",
-            curve[0], curve[L->train_steps - 1], worst, tol, ok ? "equal" : "DIFFERENT");
+            curve[0], curve[L->f->train_steps - 1], worst, tol, ok ? "equal" : "DIFFERENT");
     free(curve), free(tok), free(tgt), free(text);
     return ok ? 0 : 1;
 }
@@ -259,15 +296,16 @@ static double formula(int which, double psi, double N, bool bf16) {
     return psi * (rep + shard / N);
 }
 
-int l7_mode_memory(lab7 *L) {
+int l7_mode_memory(void) {
+    mode_ctx ctx = context(), *L = &ctx;
     int np = L->np;
     gpt_config mc = mode_model(L, 256, 1);
     zero_model m;
-    l7_describe(&m, &mc, L->mode_layers);
+    describe(&m, &mc, L->f->mode_layers);
     drv_say("# memory at %d rank(s): GPT of %d blocks, C=%d, Ψ = %zu parameters; model states per rank in bytes "
             "(parameters + gradients + optimizer state), measured from the memory categories after init, and "
             "ZeRO's formula with this Ψ (padding makes the measurement slightly larger)\n",
-            np, L->mode_layers, mc.hidden, m.numel);
+            np, L->f->mode_layers, mc.hidden, m.numel);
     for (int dt = 0; dt < 2; dt++)
         for (int which = 0; which < M_N; which++) {
             float *init[ZERO_MAX_UNITS];
@@ -277,7 +315,7 @@ int l7_mode_memory(lab7 *L) {
             runner_init(&r, which, &m, &c, L->world, init);
             free_init(&m, init);
             double got[3];
-            for (int k = 0; k < 3; k++) got[k] = drv_max((double)pl_mem_tag_in_use((pl_mem_tag)(PL_MEM_PARAMS + k)));
+            for (int k = 0; k < 3; k++) got[k] = all_max((double)pl_mem_tag_in_use((pl_mem_tag)(PL_MEM_PARAMS + k)));
             runner_free(&r);
             double total = got[0] + got[1] + got[2], f = formula(which, (double)m.numel, np, dt == 1);
             drv_say("memory np %d dtype %s stage %s params %.0f grads %.0f optim %.0f total %.0f formula %.0f "
@@ -309,19 +347,23 @@ int l7_mode_memory(lab7 *L) {
 /* bench                                                                                 */
 /* ==================================================================================== */
 
-int l7_mode_bench(lab7 *L) {
-    int np = L->np, G = L->mode_batch, b = G / np, iters = drv_opts()->iters > 0 ? drv_opts()->iters : 5;
+int l7_mode_bench(void) {
+    mode_ctx ctx = context(), *L = &ctx;
+    char perr[300];
+    L->have_prof = plc_profile_load(&L->prof, L->f->profile, perr, sizeof perr) == 0;
+    if (!L->have_prof && strcmp(L->f->profile, "dgx-h100")) pl_usage_error("--profile: %s", perr);
+    int np = L->np, G = L->f->mode_batch, b = G / np, iters = drv_opts()->iters > 0 ? drv_opts()->iters : 5;
     if (G % np) pl_usage_error("--mode-batch %d is not a multiple of the world size %d", G, np);
     gpt_config mc = mode_model(L, 256, b), mg = mode_model(L, 256, G);
     zero_model m;
-    l7_describe(&m, &mc, L->mode_layers);
+    describe(&m, &mc, L->f->mode_layers);
     int T = mc.seq, *tok = malloc((size_t)T * b * sizeof(int)), *tgt = malloc((size_t)T * b * sizeof(int));
     PL_CHECK(tok && tgt, "out of host memory");
     for (int i = 0; i < T * b; i++) tok[i] = (int)(pl_rng_bits(L->seed, 41, (uint64_t)(L->rank * T * b + i)) % 256), tgt[i] = (tok[i] + 1) % 256;
     double ddp_ms = 0, ddp_pred = 0;
     drv_say("# bench at %d rank(s): GPT of %d blocks, C=%d, Ψ = %zu, %d sequences of %d per step; median of %d steps "
             "measured here, the last replayed on %s\n",
-            np, L->mode_layers, mc.hidden, m.numel, G, T, iters, L->have_prof ? L->prof.name : "(no profile)");
+            np, L->f->mode_layers, mc.hidden, m.numel, G, T, iters, L->have_prof ? L->prof.name : "(no profile)");
     for (int which = 0; which < M_N; which++) {
         l7_kit *kit = l7_kit_new(&mc, &m, ZERO_FP32);
         float *init[ZERO_MAX_UNITS];
@@ -338,9 +380,9 @@ int l7_mode_bench(lab7 *L) {
             pl_trace_clear();
             double t0 = pl_now();
             l7_kit_step(kit, runner_hooks(&r), runner_state(&r), tok, tgt, NULL, why, sizeof why);
-            t[it] = drv_max(1e3 * (pl_now() - t0));
+            t[it] = all_max(1e3 * (pl_now() - t0));
         }
-        if (drv_max(why[0] != 0) > 0) pl_usage_error("%s: %s", M_NAMES[which], why[0] ? why : "a hook failed on another rank");
+        if (all_max(why[0] != 0) > 0) pl_usage_error("%s: %s", M_NAMES[which], why[0] ? why : "a hook failed on another rank");
         plc_prediction pp;
         char err[200];
         if (L->have_prof && plc_replay_trace(&L->prof, 0, L->world, &pp, err, sizeof err) == 0) pred = pp.step_time * 1e6;
