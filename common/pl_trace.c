@@ -70,8 +70,12 @@ void pl_trace_stream_waits(int stream, int64_t pos) {
 }
 void pl_trace_host_synced(int stream) { pl_trace_stream_waits(!stream, g_last[stream ? 1 : 0]); }
 
+/* Records are named by their position since pl_init (g_base + index), so a record opened
+ * before a pl_trace_clear and closed after it is simply dropped, never mistaken for
+ * another. */
 size_t pl_trace_record_open(const pl_trace_event *e) {
     count(e);
+    pl_progress_tick();
     if (g_n == g_cap) {
         if (g_cap >= PL_TRACE_MAX_EVENTS) return (size_t)-1;
         g_cap = g_cap ? 2 * g_cap : 4096;
@@ -85,7 +89,7 @@ size_t pl_trace_record_open(const pl_trace_event *e) {
         if (g_after[s] >= g_base) g_ev[g_n].after = g_after[s] - g_base;
         g_last[s] = g_base + (int64_t)g_n;
     }
-    return g_n++;
+    return (size_t)g_base + g_n++;
 }
 
 void pl_trace_record(const pl_trace_event *e) { pl_trace_record_open(e); }
@@ -97,8 +101,22 @@ void pl_trace_kernel(const char *name, int stream, double bytes, double flops, d
     pl_trace_record_open(&e);
 }
 
-void pl_trace_close(size_t i, double t_end) {
-    if (i < g_n && g_ev[i].t_end < 0) g_ev[i].t_end = t_end;
+static pl_trace_event *record_at(size_t pos) {
+    if (pos == (size_t)-1 || pos < (size_t)g_base || pos - (size_t)g_base >= g_n) return NULL;
+    return &g_ev[pos - (size_t)g_base];
+}
+
+void pl_trace_close(size_t pos, double t_end) {
+    pl_trace_event *e = record_at(pos);
+    pl_progress_tick();
+    if (e && e->t_end < 0) e->t_end = t_end;
+}
+
+void pl_trace_retime(size_t pos, double t_start, double t_end) {
+    pl_trace_event *e = record_at(pos);
+    if (!e) return;
+    e->t_start = t_start;
+    e->t_end = t_end;
 }
 
 size_t pl_trace_count(void) { return g_n; }
@@ -149,9 +167,15 @@ void pl_region_end(void) {
 /* -- watchdog -----------------------------------------------------------------------------
  * Waits that poll (point-to-point) call pl_watchdog_poll(); blocking calls (MPI's blocking
  * collectives, a CUDA sync, NCCL setup) are covered by a thread that watches the same
- * state. Either one fires: it prints the waiting rank's line, lets the other stuck ranks
+ * state. The verdict rests on progress, not on time alone: a rank is reported only once
+ * it has waited the limit AND no rank of its node has advanced for the limit (no op
+ * recorded or completed, no message received, no deferred work run, no long call in
+ * progress). A slow rank on a loaded machine keeps its peers' watchdogs quiet for as long
+ * as it advances; a rank spinning outside the harness, or ranks all waiting, do not.
+ * Either checker fires: it prints the waiting rank's line, lets the other stuck ranks
  * print theirs, and ends the job with PL_EXIT_DEADLOCK. The thread makes no MPI calls. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 
 /* Arming happens around every wait, so it must be cheap: atomics, no lock. Only the
@@ -168,6 +192,69 @@ static _Atomic int g_wd_peer;
 static _Atomic double g_wd_since;
 static _Atomic int g_wd_armed, g_wd_fired;
 
+/* Progress: one word per rank of the node, in memory they share (pl_init sets it up; a
+ * rank's own word when it could not). Bit 0: in a long call; the rest counts ticks. Only
+ * the owner writes its word. */
+static volatile uint64_t g_own_word;
+static volatile uint64_t *_Atomic g_board = &g_own_word;
+static _Atomic int g_board_n = 1, g_board_me, g_board_reading;
+static uint64_t g_ticks;
+static int g_busy;
+static _Atomic double g_last_progress; /* host time any word last changed (the thread) */
+
+/* slots NULL: back to this rank's own word (before the shared memory goes away; waits
+ * until the thread is not reading it). */
+void pl_watchdog_set_board(volatile uint64_t *slots, int nslots, int mine) {
+    if (!slots || nslots < 1 || mine < 0 || mine >= nslots) {
+        slots = &g_own_word;
+        nslots = 1;
+        mine = 0;
+    }
+    atomic_store(&g_board_n, 1);
+    atomic_store(&g_board_me, 0);
+    atomic_store(&g_board, &g_own_word);
+    while (atomic_load(&g_board_reading)) sched_yield();
+    atomic_store(&g_board_me, mine);
+    atomic_store(&g_board, slots);
+    atomic_store(&g_board_n, nslots);
+}
+
+static void publish(void) {
+    volatile uint64_t *b = atomic_load_explicit(&g_board, memory_order_relaxed);
+    __atomic_store_n(&b[atomic_load_explicit(&g_board_me, memory_order_relaxed)],
+                     (g_ticks << 1) | (g_busy > 0), __ATOMIC_RELAXED);
+}
+void pl_progress_tick(void) {
+    g_ticks++;
+    publish();
+}
+void pl_progress_busy(int busy) {
+    g_busy += busy ? 1 : -1;
+    g_ticks++;
+    publish();
+}
+
+/* The thread's view of the board, every tick: the last time anything moved. */
+static void watch_board(void) {
+    static uint64_t last_sum;
+    static int seen;
+    uint64_t sum = 0;
+    int busy = 0;
+    atomic_store(&g_board_reading, 1);
+    volatile uint64_t *b = atomic_load(&g_board);
+    int n = atomic_load(&g_board_n);
+    if (b == &g_own_word) n = 1;
+    for (int i = 0; i < n; i++) {
+        uint64_t w = __atomic_load_n(&b[i], __ATOMIC_RELAXED);
+        sum += w >> 1;
+        busy |= (int)(w & 1);
+    }
+    atomic_store(&g_board_reading, 0);
+    if (!seen || busy || sum != last_sum) atomic_store(&g_last_progress, pl_now());
+    last_sum = sum;
+    seen = 1;
+}
+
 void pl_watchdog_arm(const char *op, int peer) {
     if (!atomic_load_explicit(&g_wd_armed, memory_order_relaxed))
         atomic_store_explicit(&g_wd_since, pl_now(), memory_order_relaxed);
@@ -178,24 +265,29 @@ void pl_watchdog_arm(const char *op, int peer) {
 
 void pl_watchdog_disarm(void) { atomic_store_explicit(&g_wd_armed, 0, memory_order_release); }
 
-/* Returns 1 for the one caller that must report: armed, past the limit (+ slack). */
-static int past_limit(double slack, const char **op, int *peer, double *waited) {
+/* Returns 1 for the one caller that must report: armed past the limit (+ slack), and
+ * nothing on the node advanced for as long. */
+static int past_limit(double slack, const char **op, int *peer, double *waited, double *still) {
     double limit = pl_info()->watchdog_sec;
     if (limit <= 0 || !atomic_load_explicit(&g_wd_armed, memory_order_acquire)) return 0;
-    double since = atomic_load_explicit(&g_wd_since, memory_order_relaxed);
-    if (pl_now() - since < limit + slack) return 0;
+    double now = pl_now(), since = atomic_load_explicit(&g_wd_since, memory_order_relaxed);
+    double moved = atomic_load(&g_last_progress);
+    if (now - since < limit + slack || now - moved < limit + slack) return 0;
     if (atomic_exchange(&g_wd_fired, 1)) return 0;
     *op = atomic_load_explicit(&g_wd_op, memory_order_relaxed);
     *peer = atomic_load_explicit(&g_wd_peer, memory_order_relaxed);
-    *waited = pl_now() - since;
+    *waited = now - since;
+    *still = now - (moved > since ? moved : since);
     return 1;
 }
 
-static void report_and_exit(const char *op, int peer, double waited, int from_thread) {
+static void report_and_exit(const char *op, int peer, double waited, double still, int from_thread) {
     if (peer >= 0)
-        pl_log("rank %d waits in %s for peer %d (%.1f s): deadlock? aborting", pl_rank(), op, peer, waited);
+        pl_log("rank %d waits in %s for peer %d (%.1f s; no rank advanced for %.1f s): deadlock? aborting",
+               pl_rank(), op, peer, waited, still);
     else
-        pl_log("rank %d waits in %s (%.1f s): deadlock? aborting", pl_rank(), op, waited);
+        pl_log("rank %d waits in %s (%.1f s; no rank advanced for %.1f s): deadlock? aborting",
+               pl_rank(), op, waited, still);
     if (!from_thread && g_wd_abort_hook) g_wd_abort_hook();
     /* Give the other stuck ranks time to print their own line before the job dies. */
     struct timespec grace = {1, 500000000};
@@ -209,8 +301,8 @@ void pl_watchdog_poll(void) {
     if (g_wd_poll_hook) g_wd_poll_hook();
     const char *op;
     int peer;
-    double waited;
-    if (past_limit(0, &op, &peer, &waited)) report_and_exit(op, peer, waited, 0);
+    double waited, still;
+    if (past_limit(0, &op, &peer, &waited, &still)) report_and_exit(op, peer, waited, still, 0);
 }
 
 /* Polling waits are left to the main thread (which can abort NCCL cleanly); the thread
@@ -220,16 +312,18 @@ static void *watchdog_thread(void *arg) {
     struct timespec tick = {0, 100000000};
     for (;;) {
         nanosleep(&tick, NULL);
+        watch_board();
         const char *op;
         int peer;
-        double waited;
-        if (past_limit(0.5, &op, &peer, &waited)) report_and_exit(op, peer, waited, 1);
+        double waited, still;
+        if (past_limit(0.5, &op, &peer, &waited, &still)) report_and_exit(op, peer, waited, still, 1);
     }
     return NULL;
 }
 
 void pl_watchdog_start(void) {
     if (pl_info()->watchdog_sec <= 0) return;
+    atomic_store(&g_last_progress, pl_now());
     pthread_t t;
     if (pthread_create(&t, NULL, watchdog_thread, NULL) == 0) pthread_detach(t);
 }

@@ -29,10 +29,12 @@ void kern_swiglu_cost(size_t n, double *bytes, double *flops) {
     *flops = (3.0 + KERN_TRANSCENDENTAL) * (double)n;
 }
 
+KERN_THUNK(swiglu_forward, kern_swiglu_forward_ref, float *, const float *, const float *, size_t)
+
 void kern_swiglu_forward(float *out, const float *gate, const float *up, size_t n, pl_stream *s) {
     double bytes, flops;
     kern_swiglu_cost(n, &bytes, &flops);
     KERN_DISPATCH("swiglu_fwd", bytes, flops,
                   kern_swiglu_forward_cuda(out, gate, up, n, s),
-                  kern_swiglu_forward_ref(out, gate, up, n));
+                  swiglu_forward, out, gate, up, n);
 }
