@@ -97,6 +97,25 @@ static void coll_post(void *p, pl_stream *s) {
     }
 }
 
+/* Blocking, on the caller's buffers: the stream is synchronous for the call. */
+static void coll_run(void *p, pl_stream *s) {
+    coll_args *a = p;
+    bool async = s->async;
+    s->async = false;
+    pl_comm_current_event = (size_t)-1;
+    switch (a->kind) {
+    case PL_OP_ALLREDUCE: pl_cb->allreduce(a->sb, a->rb, a->n, a->op, a->c, s); break;
+    case PL_OP_ALLGATHER: pl_cb->allgather(a->sb, a->rb, a->n, a->c, s); break;
+    case PL_OP_REDUCE_SCATTER: pl_cb->reduce_scatter(a->sb, a->rb, a->n, a->op, a->c, s); break;
+    case PL_OP_BROADCAST: pl_cb->broadcast(a->sb, a->rb, a->n, a->root, a->c, s); break;
+    case PL_OP_REDUCE: pl_cb->reduce(a->sb, a->rb, a->n, a->op, a->root, a->c, s); break;
+    case PL_OP_ALLTOALL: pl_cb->alltoall(a->sb, a->rb, a->n, a->c, s); break;
+    default: PL_CHECK(0, "not a collective");
+    }
+    s->async = async;
+    pl_trace_close(a->trace, pl_trace_clock());
+}
+
 static bool comm_test(void *p, pl_stream *s) {
     (void)p;
     return pl_cb->test(s);
@@ -112,12 +131,12 @@ static void coll_commit(void *p, pl_stream *s) {
 }
 
 static const pl_comm_work coll_work[PL_OP_COUNT] = {
-    [PL_OP_ALLREDUCE] = {"allreduce", coll_post, comm_test, coll_commit, NULL},
-    [PL_OP_ALLGATHER] = {"allgather", coll_post, comm_test, coll_commit, NULL},
-    [PL_OP_REDUCE_SCATTER] = {"reduce_scatter", coll_post, comm_test, coll_commit, NULL},
-    [PL_OP_BROADCAST] = {"broadcast", coll_post, comm_test, coll_commit, NULL},
-    [PL_OP_REDUCE] = {"reduce", coll_post, comm_test, coll_commit, NULL},
-    [PL_OP_ALLTOALL] = {"alltoall", coll_post, comm_test, coll_commit, NULL},
+    [PL_OP_ALLREDUCE] = {"allreduce", coll_post, comm_test, coll_commit, NULL, coll_run},
+    [PL_OP_ALLGATHER] = {"allgather", coll_post, comm_test, coll_commit, NULL, coll_run},
+    [PL_OP_REDUCE_SCATTER] = {"reduce_scatter", coll_post, comm_test, coll_commit, NULL, coll_run},
+    [PL_OP_BROADCAST] = {"broadcast", coll_post, comm_test, coll_commit, NULL, coll_run},
+    [PL_OP_REDUCE] = {"reduce", coll_post, comm_test, coll_commit, NULL, coll_run},
+    [PL_OP_ALLTOALL] = {"alltoall", coll_post, comm_test, coll_commit, NULL, coll_run},
 };
 
 bool pl_comm_defer_coll(pl_op_kind kind, const float *sb, float *rb, size_t n, pl_op op, int root,
@@ -185,14 +204,28 @@ static void group_commit(void *p, pl_stream *s) {
     free(g->ops);
 }
 
+static void group_run(void *p, pl_stream *s) {
+    group_args *g = p;
+    if (pl_cb->group_start) pl_cb->group_start();
+    for (size_t i = 0; i < g->n; i++) {
+        p2p_op *o = &g->ops[i];
+        if (o->is_send) pl_cb->send(o->buf, o->count, o->peer, o->c, s);
+        else pl_cb->recv(o->buf, o->count, o->peer, o->c, s);
+    }
+    if (pl_cb->group_end) pl_cb->group_end();
+    double t = pl_trace_clock();
+    for (size_t i = 0; i < g->n; i++) pl_trace_close(g->ops[i].trace, t);
+    free(g->ops);
+}
+
 static int group_peer(const void *p) {
     const group_args *g = p;
     return g->n ? g->ops[0].peer : -1;
 }
 
 static const pl_comm_work group_work[2] = {
-    {"send", group_post, comm_test, group_commit, group_peer},
-    {"recv", group_post, comm_test, group_commit, group_peer},
+    {"send", group_post, comm_test, group_commit, group_peer, group_run},
+    {"recv", group_post, comm_test, group_commit, group_peer, group_run},
 };
 
 /* The outermost group ended: its operations become one piece of work on the stream of

@@ -146,6 +146,13 @@ static void close_need(uint64_t need[2]) {
 }
 
 static void start(pl_stream *s, pl_work *w) {
+    if (w->comm && !stream_of(!s->id)->q_head) {
+        /* Alone: nothing could run beside it, so it may as well block. */
+        for (int i = 0; i < w->norders; i++) w->order[i]->posted++;
+        w->comm->run(w->args, s);
+        pop(s, w);
+        return;
+    }
     if (w->comm) {
         w->posted = true;
         for (int i = 0; i < w->norders; i++) w->order[i]->posted++;

@@ -44,13 +44,15 @@ void pl_launch(pl_stream *s, const pl_trace_event *rec, pl_work_fn fn, const voi
 
 /* Communication as deferred work: post starts it without blocking (reading its inputs),
  * test says whether it has completed, commit delivers its outputs and frees what the
- * args own. */
+ * args own. run does all three at once, blocking, when nothing else is pending (nothing
+ * could run in between: the same outcome, at the speed of the blocking calls). */
 typedef struct {
     const char *name;                        /* what the watchdog says it waits in */
     void (*post)(void *args, pl_stream *s);
     bool (*test)(void *args, pl_stream *s);
     void (*commit)(void *args, pl_stream *s);
     int (*peer)(const void *args); /* optional: the peer the watchdog names, or -1 */
+    void (*run)(void *args, pl_stream *s);
 } pl_comm_work;
 
 #define PL_DEFER_MAX_ORDERS 4
