@@ -171,7 +171,9 @@ void pl_region_end(void) {
  * it has waited the limit AND no rank of its node has advanced for the limit (no op
  * recorded or completed, no message received, no deferred work run, no long call in
  * progress). A slow rank on a loaded machine keeps its peers' watchdogs quiet for as long
- * as it advances; a rank spinning outside the harness, or ranks all waiting, do not.
+ * as it advances; ranks that all wait do not. A rank computing outside the harness (the
+ * grader's own checks, or a student's endless loop: they look alike) holds the verdict
+ * off for at most PL_WD_HOST_LIMITS limits.
  * Either checker fires: it prints the waiting rank's line, lets the other stuck ranks
  * print theirs, and ends the job with PL_EXIT_DEADLOCK. The thread makes no MPI calls. */
 #include <pthread.h>
@@ -192,66 +194,86 @@ static _Atomic int g_wd_peer;
 static _Atomic double g_wd_since;
 static _Atomic int g_wd_armed, g_wd_fired;
 
-/* Progress: one word per rank of the node, in memory they share (pl_init sets it up; a
- * rank's own word when it could not). Bit 0: in a long call; the rest counts ticks. Only
- * the owner writes its word. */
-static volatile uint64_t g_own_word;
-static volatile uint64_t *_Atomic g_board = &g_own_word;
-static _Atomic int g_board_n = 1, g_board_me, g_board_reading;
-static uint64_t g_ticks;
-static int g_busy;
-static _Atomic double g_last_progress; /* host time any word last changed (the thread) */
+#define PL_WD_HOST_LIMITS 4
 
-/* slots NULL: back to this rank's own word (before the shared memory goes away; waits
+/* Progress: two words per rank of the node, in memory they share (pl_init sets it up; the
+ * rank's own words when it could not). Word 0, written by the main thread: bit 0 in a long
+ * call, the rest counts ticks. Word 1, written by the watchdog thread: periods the rank
+ * spent computing while not waiting. */
+static volatile uint64_t g_own_words[2];
+static volatile uint64_t *_Atomic g_board = g_own_words;
+static _Atomic int g_board_n = 1, g_board_me, g_board_reading;
+static uint64_t g_ticks, g_host_periods;
+static int g_busy;
+static _Atomic double g_last_progress; /* host time a word 0 last moved (the thread) */
+static _Atomic double g_last_host;     /* ... and a word 1                          */
+
+/* slots NULL: back to this rank's own words (before the shared memory goes away; waits
  * until the thread is not reading it). */
-void pl_watchdog_set_board(volatile uint64_t *slots, int nslots, int mine) {
-    if (!slots || nslots < 1 || mine < 0 || mine >= nslots) {
-        slots = &g_own_word;
-        nslots = 1;
+void pl_watchdog_set_board(volatile uint64_t *slots, int nranks, int mine) {
+    if (!slots || nranks < 1 || mine < 0 || mine >= nranks) {
+        slots = g_own_words;
+        nranks = 1;
         mine = 0;
     }
     atomic_store(&g_board_n, 1);
     atomic_store(&g_board_me, 0);
-    atomic_store(&g_board, &g_own_word);
+    atomic_store(&g_board, g_own_words);
     while (atomic_load(&g_board_reading)) sched_yield();
     atomic_store(&g_board_me, mine);
     atomic_store(&g_board, slots);
-    atomic_store(&g_board_n, nslots);
+    atomic_store(&g_board_n, nranks);
 }
 
-static void publish(void) {
+static void publish(int word, uint64_t value) {
     volatile uint64_t *b = atomic_load_explicit(&g_board, memory_order_relaxed);
-    __atomic_store_n(&b[atomic_load_explicit(&g_board_me, memory_order_relaxed)],
-                     (g_ticks << 1) | (g_busy > 0), __ATOMIC_RELAXED);
+    __atomic_store_n(&b[2 * atomic_load_explicit(&g_board_me, memory_order_relaxed) + word], value,
+                     __ATOMIC_RELAXED);
 }
 void pl_progress_tick(void) {
     g_ticks++;
-    publish();
+    publish(0, (g_ticks << 1) | (g_busy > 0));
 }
 void pl_progress_busy(int busy) {
     g_busy += busy ? 1 : -1;
-    g_ticks++;
-    publish();
+    pl_progress_tick();
+}
+
+/* Every tick of the thread: did this rank compute since the last (a third of the period
+ * or more on the CPU) without waiting? */
+static void watch_self(void) {
+    static double last_cpu = -1, last_wall;
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    double cpu = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec, wall = pl_now();
+    if (last_cpu >= 0 && !atomic_load(&g_wd_armed) && cpu - last_cpu >= (wall - last_wall) / 3)
+        publish(1, ++g_host_periods);
+    last_cpu = cpu;
+    last_wall = wall;
 }
 
 /* The thread's view of the board, every tick: the last time anything moved. */
 static void watch_board(void) {
-    static uint64_t last_sum;
+    static uint64_t last_sum[2];
     static int seen;
-    uint64_t sum = 0;
+    uint64_t sum[2] = {0, 0};
     int busy = 0;
     atomic_store(&g_board_reading, 1);
     volatile uint64_t *b = atomic_load(&g_board);
     int n = atomic_load(&g_board_n);
-    if (b == &g_own_word) n = 1;
+    if (b == g_own_words) n = 1;
     for (int i = 0; i < n; i++) {
-        uint64_t w = __atomic_load_n(&b[i], __ATOMIC_RELAXED);
-        sum += w >> 1;
+        uint64_t w = __atomic_load_n(&b[2 * i], __ATOMIC_RELAXED);
+        sum[0] += w >> 1;
         busy |= (int)(w & 1);
+        sum[1] += __atomic_load_n(&b[2 * i + 1], __ATOMIC_RELAXED);
     }
     atomic_store(&g_board_reading, 0);
-    if (!seen || busy || sum != last_sum) atomic_store(&g_last_progress, pl_now());
-    last_sum = sum;
+    double now = pl_now();
+    if (!seen || busy || sum[0] != last_sum[0]) atomic_store(&g_last_progress, now);
+    if (!seen || sum[1] != last_sum[1]) atomic_store(&g_last_host, now);
+    last_sum[0] = sum[0];
+    last_sum[1] = sum[1];
     seen = 1;
 }
 
@@ -266,13 +288,14 @@ void pl_watchdog_arm(const char *op, int peer) {
 void pl_watchdog_disarm(void) { atomic_store_explicit(&g_wd_armed, 0, memory_order_release); }
 
 /* Returns 1 for the one caller that must report: armed past the limit (+ slack), and
- * nothing on the node advanced for as long. */
+ * nothing on the node advanced for as long (nor computed, for up to PL_WD_HOST_LIMITS). */
 static int past_limit(double slack, const char **op, int *peer, double *waited, double *still) {
     double limit = pl_info()->watchdog_sec;
     if (limit <= 0 || !atomic_load_explicit(&g_wd_armed, memory_order_acquire)) return 0;
     double now = pl_now(), since = atomic_load_explicit(&g_wd_since, memory_order_relaxed);
-    double moved = atomic_load(&g_last_progress);
+    double moved = atomic_load(&g_last_progress), host = atomic_load(&g_last_host);
     if (now - since < limit + slack || now - moved < limit + slack) return 0;
+    if (now - host < limit + slack && now - moved < PL_WD_HOST_LIMITS * limit + slack) return 0;
     if (atomic_exchange(&g_wd_fired, 1)) return 0;
     *op = atomic_load_explicit(&g_wd_op, memory_order_relaxed);
     *peer = atomic_load_explicit(&g_wd_peer, memory_order_relaxed);
@@ -283,10 +306,10 @@ static int past_limit(double slack, const char **op, int *peer, double *waited, 
 
 static void report_and_exit(const char *op, int peer, double waited, double still, int from_thread) {
     if (peer >= 0)
-        pl_log("rank %d waits in %s for peer %d (%.1f s; no rank advanced for %.1f s): deadlock? aborting",
+        pl_log("rank %d waits in %s for peer %d (%.1f s; no progress on this node for %.1f s): deadlock? aborting",
                pl_rank(), op, peer, waited, still);
     else
-        pl_log("rank %d waits in %s (%.1f s; no rank advanced for %.1f s): deadlock? aborting",
+        pl_log("rank %d waits in %s (%.1f s; no progress on this node for %.1f s): deadlock? aborting",
                pl_rank(), op, waited, still);
     if (!from_thread && g_wd_abort_hook) g_wd_abort_hook();
     /* Give the other stuck ranks time to print their own line before the job dies. */
@@ -312,6 +335,7 @@ static void *watchdog_thread(void *arg) {
     struct timespec tick = {0, 100000000};
     for (;;) {
         nanosleep(&tick, NULL);
+        watch_self();
         watch_board();
         const char *op;
         int peer;
@@ -324,6 +348,7 @@ static void *watchdog_thread(void *arg) {
 void pl_watchdog_start(void) {
     if (pl_info()->watchdog_sec <= 0) return;
     atomic_store(&g_last_progress, pl_now());
+    atomic_store(&g_last_host, pl_now());
     pthread_t t;
     if (pthread_create(&t, NULL, watchdog_thread, NULL) == 0) pthread_detach(t);
 }

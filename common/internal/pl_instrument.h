@@ -106,6 +106,10 @@ void pl_host_bcast(void *buf, size_t bytes, int root, pl_comm *c);
 void pl_watchdog_arm(const char *op, int peer);
 void pl_watchdog_poll(void); /* call inside a wait loop; fires past the limit */
 void pl_watchdog_disarm(void);
+/* Progress the watchdog goes by: every op recorded or completed, message received and
+ * piece of deferred work run ticks. The grader's own long host work between harness calls
+ * may tick too, so ranks waiting for it are never taken for deadlocked. */
+void pl_progress_tick(void);
 
 #ifdef __cplusplus
 }

@@ -33,12 +33,11 @@ void pl_trace_start_clock(void);
 size_t pl_trace_record_open(const pl_trace_event *e);
 void pl_trace_close(size_t pos, double t_end);
 void pl_trace_retime(size_t pos, double t_start, double t_end);
-/* The watchdog's evidence that this rank advances: every op recorded or completed, every
- * message received, every piece of deferred work run ticks; `busy` marks a long call
- * (a GEMM, a kernel) in progress. pl_init shares them between the ranks of a node. */
-void pl_progress_tick(void);
+/* The watchdog's evidence that this rank advances (pl_progress_tick, pl_instrument.h), on
+ * a board of 2 * nranks words that pl_init shares between the ranks of a node; `busy`
+ * marks a long call (a GEMM, a kernel) in progress. */
 void pl_progress_busy(int busy);
-void pl_watchdog_set_board(volatile uint64_t *slots, int nslots, int mine);
+void pl_watchdog_set_board(volatile uint64_t *slots, int nranks, int mine);
 void pl_trace_set_region_hooks(void (*begin)(const char *name), void (*end)(void));
 /* Allocations (pl_memcheck.h): a new one (its serial is assigned here), one freed (its
  * entry into *out; false when p was never allocated), and each live one in turn. */

@@ -7,7 +7,9 @@
  *   stuck-collective: rank 0 spins while the others wait in pl_allreduce
  *   slow:     rank 0 advances in small steps for three watchdog periods, then sends; the
  *             others wait for it in pl_recv (progress: no deadlock)
- *   slow-call: rank 0 is inside one GEMM far longer than the watchdog period, then sends */
+ *   slow-call: rank 0 is inside one GEMM far longer than the watchdog period, then sends
+ *   slow-host: rank 0 computes on the host, outside the harness, for two watchdog periods
+ *             (as the grader's own checks may), then sends */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -49,8 +51,12 @@ int main(int argc, char **argv) {
         /* the others block inside a blocking library collective: the watchdog thread */
         if (me == 0) for (;;) {}
         pl_allreduce(buf, buf, 1024, PL_SUM, pl_comm_world(), NULL);
-    } else if (!strcmp(argv[1], "slow") || !strcmp(argv[1], "slow-call")) {
-        if (me == 0 && !strcmp(argv[1], "slow")) {
+    } else if (!strcmp(argv[1], "slow") || !strcmp(argv[1], "slow-call") || !strcmp(argv[1], "slow-host")) {
+        if (me == 0 && !strcmp(argv[1], "slow-host")) {
+            volatile double x = 0;
+            for (double until = pl_now() + 2 * pl_info()->watchdog_sec; pl_now() < until;)
+                for (int i = 0; i < 100000; i++) x += 1e-9 * i;
+        } else if (me == 0 && !strcmp(argv[1], "slow")) {
             double until = pl_now() + 3 * pl_info()->watchdog_sec;
             struct timespec nap = {0, 50000000};
             while (pl_now() < until) {
