@@ -251,6 +251,8 @@ extern "C" const pl_comm_backend pl_comm_nccl = {
     .reduce = pl_nccl_reduce,
     .alltoall = pl_nccl_alltoall,
     .drain = NULL, /* operations are ordered on their CUDA streams; nothing to complete */
+    .test = NULL,       /* deferred streams are the cpu device's only */
+    .group_post = NULL,
     .poll = pl_nccl_poll,
     .abort = pl_nccl_abort,
 };

@@ -100,7 +100,7 @@ void kern_kv_store(float *k_cache, float *v_cache, const float *k, const float *
                   kern_kv_store_cuda(k_cache, v_cache, k, v, seq_id, pos, n_tokens, n_kv_heads, head_dim,
                                      n_seq_max, n_ctx, s),
                   kv_store, k_cache, v_cache, k, v, seq_id, pos, n_tokens, n_kv_heads, head_dim,
-                                    n_seq_max, n_ctx);
+                  n_seq_max, n_ctx);
 }
 
 void kern_gqa_attention_forward(float *out, const float *q, const float *k_cache,
@@ -116,5 +116,5 @@ void kern_gqa_attention_forward(float *out, const float *q, const float *k_cache
                   kern_gqa_attention_forward_cuda(out, q, k_cache, v_cache, seq_id, pos, n_tokens, n_heads,
                                                   n_kv_heads, head_dim, n_seq_max, n_ctx, scale, s),
                   gqa_attention_forward, out, q, k_cache, v_cache, seq_id, pos, n_tokens, n_heads,
-                                                 n_kv_heads, head_dim, n_seq_max, n_ctx, scale);
+                  n_kv_heads, head_dim, n_seq_max, n_ctx, scale);
 }

@@ -3,8 +3,10 @@
  * The harness is layered; each layer calls only the ones below it:
  *   runtime    pl_runtime.c                 info, logging, errors, abort
  *   instrument pl_trace.c, pl_memstat.c     records, counters, regions, clock, watchdog
- *   device     pl_device*.c(u)              memory, streams, events, GEMM
+ *   device     pl_device*.c(u), pl_defer.c, memory, streams, events, GEMM, deferred
+ *              pl_memguard.c                streams, allocation sites and red zones
  *   comm       pl_comm*.c(u)                communicators, p2p, collectives, host collectives
+ *                                           (pl_comm_defer.c: on deferred streams)
  *   top        pl_init.c, pl_check.c, pl_costmodel.c, pl_export.c, pl_rng.c
  * A lower layer that must reach a higher one at run time (the device layer completing the
  * cpu comm stream's pending operations; NVTX ranges; the watchdog aborting NCCL) is given a
