@@ -145,9 +145,17 @@ static void close_need(uint64_t need[2]) {
     }
 }
 
+/* Nothing could run beside w until it completes: the other stream is empty, or its next
+ * work waits for this stream to get past w. (Not when it waits only for its turn on a
+ * communicator: that turn comes when w starts, and a peer may need both in flight.) */
+static bool alone(const pl_stream *s, const pl_work *w) {
+    const pl_work *o = stream_of(!s->id)->q_head;
+    return !o || (!o->posted && o->dep_stream == s->id && o->dep_pos >= w->pos);
+}
+
 static void start(pl_stream *s, pl_work *w) {
-    if (w->comm && !stream_of(!s->id)->q_head) {
-        /* Alone: nothing could run beside it, so it may as well block. */
+    if (w->comm && alone(s, w)) {
+        /* it may as well block: the same outcome, at the speed of MPI's blocking calls */
         for (int i = 0; i < w->norders; i++) w->order[i]->posted++;
         w->comm->run(w->args, s);
         pop(s, w);

@@ -135,6 +135,7 @@ if [ -n "$HAVE_NVCC" ]; then
     # The harness tests built against the cuda flavour run here on the cpu device.
     TAP_PREFIX="cuda build on the cpu device: " tap_run 2 120 build/cuda/tests/test_streams
     TAP_PREFIX="cuda build on the cpu device: " tap_run 3 180 build/cuda/tests/test_collectives
+    TAP_PREFIX="cuda build on the cpu device: " tap_run 2 120 build/cuda/tests/test_races
 else
     echo "# nvcc not found: cuda flavour not built (skipped, not counted)"
 fi
