@@ -239,14 +239,15 @@ void pl_progress_busy(int busy) {
     pl_progress_tick();
 }
 
-/* Every tick of the thread: did this rank compute since the last (a third of the period
- * or more on the CPU) without waiting? */
+/* Every tick of the thread: did this rank compute since the last without waiting? (Any
+ * real share of a core counts: a loaded machine may give a busy rank only a few percent;
+ * a rank blocked or asleep gets none.) */
 static void watch_self(void) {
     static double last_cpu = -1, last_wall;
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     double cpu = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec, wall = pl_now();
-    if (last_cpu >= 0 && !atomic_load(&g_wd_armed) && cpu - last_cpu >= (wall - last_wall) / 3)
+    if (last_cpu >= 0 && !atomic_load(&g_wd_armed) && cpu - last_cpu >= (wall - last_wall) / 50)
         publish(1, ++g_host_periods);
     last_cpu = cpu;
     last_wall = wall;
