@@ -12,7 +12,8 @@
  *   - of the work that may run (its stream's earlier work done, its event waits met), the
  *     one issued last runs first;
  *   - communication reads its inputs when it starts and delivers its outputs when it
- *     completes, and completes as late as possible: only when nothing else can run;
+ *     completes, and completes as late as possible: only when nothing else can run (one
+ *     that nothing could run beside simply blocks);
  *   - communication on one communicator starts in issue order (ranks must match it);
  *   - a wait that needs communication to complete runs everything pending, so that a peer
  *     waiting for this rank always gets what it waits for.
