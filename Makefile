@@ -58,6 +58,11 @@ endif
 endif
 endif
 
+# make SANITIZE=address: the cpu flavour built with AddressSanitizer in a tree of its own
+# (build/asan/; never cuda). scripts/asan-lab.sh grades a lab's solution under it.
+SANITIZE  ?=
+SAN_FLAGS := $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-omit-frame-pointer)
+NO_CUDA   := $(if $(SANITIZE),1,$(NO_CUDA))
 HAVE_NVCC := $(if $(NO_CUDA),,$(if $(NVCC),$(shell test -x $(NVCC) && echo yes)))
 # NCCL: in the toolkit, in /usr, or where NCCL_HOME says (include/ and lib/, e.g. the
 # nvidia-nccl wheel, which ships only libnccl.so.2).
@@ -86,7 +91,10 @@ CFLAGS   ?= -O2 -g
 PUBLIC_INC := -Icommon -Ikernels -Idatasets -Imodels
 STUDENT_CFLAGS := $(CFLAGS) -std=c11 -Wall -Wextra -D_GNU_SOURCE $(PUBLIC_INC)
 CFLAGS   += -std=c11 -Wall -Wextra -D_GNU_SOURCE $(PUBLIC_INC) -Icommon/internal -Ikernels/internal -Igrader
-LDLIBS   := -lopenblas -lcjson -lz -lm
+LDLIBS   := -lopenblas -lcjson -lz -lm $(SAN_FLAGS)
+# (after STUDENT_CFLAGS: a student's files are checked as plain objects, then compiled
+# again with the sanitizer: grader/tools/student-object.sh, PL_SANITIZE_CFLAGS)
+CFLAGS   += $(SAN_FLAGS)
 CUDA_CFLAGS := -DPL_HAVE_CUDA $(if $(HAVE_NCCL),-DPL_HAVE_NCCL) $(if $(NCCL_HOME),-I$(NCCL_HOME)/include) \
                $(if $(HAVE_NVSHMEM),-DPL_HAVE_NVSHMEM -I$(NVSHMEM_HOME)/include)
 CUDA_LIBDIRS := $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib)
@@ -97,7 +105,7 @@ NVCCFLAGS := -O2 -std=c++17 -Icommon -Icommon/internal -Ikernels -Ikernels/inter
              $(CUDA_CFLAGS) $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
              -Xcompiler -Wall,-Wextra
 
-B := build
+B := $(if $(SANITIZE),build/$(if $(filter address,$(SANITIZE)),asan,$(subst $(comma),-,$(SANITIZE))),build)
 # Short build lines; V=1 shows the full commands.
 Q    := $(if $(V),,@)
 say   = $(if $(V),,@echo "  $(1)  $(2)")
@@ -140,7 +148,7 @@ export PL_ARGS := $(ARGS)
 export PL_HIDDEN := $(HIDDEN)
 export PL_SUBMISSIONS := $(SUBMISSIONS)
 
-.PHONY: all libs engine config help doctor test test-bins test-faults bench clean grade drivers driver \
+.PHONY: all libs engine config help doctor test test-bins test-faults bench clean grade drivers driver asan \
         grade-class gradescope classroom \
         FORCE kernel-tests model-tests bench-kernels calibrate scaling
 
@@ -212,7 +220,7 @@ STUDENT_CC := $(MPICC) $(STUDENT_CFLAGS) -Ilabs/$(LAB) $(if $(filter cuda,$(FLAV
 $(BIN).o: $(DRV_SRC) $(wildcard labs/$(LAB)/*.h) $(B)/public.syms $(DRV_API) grader/tools/student-object.sh
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
-	$(Q)grader/tools/student-object.sh $@ $(B)/public.syms $(DRV_API) -- $(STUDENT_CC) -- $(DRV_SRC)
+	$(Q)PL_SANITIZE_CFLAGS="$(SAN_FLAGS)" grader/tools/student-object.sh $@ $(B)/public.syms $(DRV_API) -- $(STUDENT_CC) -- $(DRV_SRC)
 ifneq ($(wildcard grader/cases/lab$(DRV_NUM).c),)
 # The lab's API: the global functions the kit's untouched starter defines (grader/api/),
 # never what the submission defines.
@@ -283,14 +291,21 @@ drivers: libs
 # the driver's mode instead (bench, scaling, train, sweep, chat...: `--modes` lists them).
 lab_bin = $(B)/$(FLAVOR)/$(if $(wildcard $(kind)/$(1)/*.c),$(kind),labs)/lab$(call lab_num,$(1))
 lab_src = $(if $(wildcard $(kind)/$(1)/*.c),$(kind),labs)/$(1)
-lab-%: libs engine FORCE
+# The sanitizer flavour grades with the lab's rubric and room for the shadow memory the
+# sanitizer reserves (address space that RLIMIT_DATA, the rubric's memory-limit, counts).
+lab_rubric = $(if $(SANITIZE),$(B)/rubrics/$(1).rubric,grader/rubrics/$(1).rubric)
+$(B)/rubrics/%.rubric: grader/rubrics/%.rubric
+	@mkdir -p $(@D)
+	@{ cat $<; echo "memory-limit 65536G   # $(SANITIZE) sanitizer: shadow memory"; } > $@
+.PRECIOUS: $(B)/rubrics/%.rubric
+lab-%: libs engine $(if $(SANITIZE),$(patsubst grader/%,$(B)/%,$(wildcard grader/rubrics/*.rubric))) FORCE
 	@l="$(call lab_name,$*)"; \
 	if [ -z "$$l" ]; then \
 	  if [ -n "$(call digits,$*)" ]; then echo "error: no lab $(call digits,$*) (labs: $(LAB_NUMS))" >&2; \
 	  else echo "error: make lab-N wants a lab number N (labs: $(LAB_NUMS))" >&2; fi; exit 2; fi
 	@$(if $(RUN),$(MAKE) --no-print-directory -s driver LAB=$(call lab_name,$*) SRC=$(call lab_src,$(call lab_name,$*)) FLAVOR=$(FLAVOR) BIN=$(call lab_bin,$(call lab_name,$*)) && \
 	  MPIRUN="$(MPIRUN)" B="$(B)" scripts/run-mode.sh $(call lab_name,$*) $(call lab_bin,$(call lab_name,$*)) "$$PL_RUN",\
-	$(ENGINE) --lab $(call lab_name,$*) --rubric grader/rubrics/$(call lab_name,$*).rubric --driver $(call lab_bin,$(call lab_name,$*)) \
+	$(ENGINE) --lab $(call lab_name,$*) --rubric $(call lab_rubric,$(call lab_name,$*)) --driver $(call lab_bin,$(call lab_name,$*)) \
 	  --build "$(MAKE) --no-print-directory -s driver LAB=$(call lab_name,$*) SRC=$(call lab_src,$(call lab_name,$*)) FLAVOR=$(FLAVOR) BIN=$(call lab_bin,$(call lab_name,$*))" \
 	  --mpirun "$(MPIRUN)" $(if $(NP),--np "$$PL_NP") $(if $(T),--filter "$$PL_T") \
 	  $(if $(DEVICE),--device $(DEVICE)) $(if $(COMM),--comm $(COMM)) $(if $(HIDDEN),--hidden "$$PL_HIDDEN") \
@@ -333,6 +348,10 @@ gradescope:
 	  scripts/gradescope.sh "$(call lab_name,$(LAB))" "$(call out_or,$(B)/gradescope/lab-$(LAB))"
 classroom:
 	@RUBRIC_SCALE="$(RUBRIC_SCALE)" scripts/classroom.sh "$(call lab_name,$(LAB))" "$(call out_or,$(B)/classroom/lab-$(LAB))"
+
+# make asan LAB=N [NP=2]: lab N's reference solution graded in the AddressSanitizer flavour.
+asan:
+	@MAKE="$(MAKE)" scripts/asan-lab.sh $(or $(LAB),1) "$(or $(NP),2)"
 
 doctor:
 	@MPIRUN="$(MPIRUN)" NVCC="$(NVCC)" CUDA_HOME="$(CUDA_HOME)" scripts/doctor.sh
@@ -449,6 +468,7 @@ help:
 	@echo "  make classroom LAB=N  the GitHub Classroom workflow (.github/workflows/classroom.yml) for lab N"
 	@echo "  make test             the project's own tests; last line 'N passed, M failed'"
 	@echo "  make test-faults      the whole fault suite of hostile student files (make test runs the quick ones)"
+	@echo "  make asan LAB=N       grade lab N's solution built with AddressSanitizer (build/asan/; NP=2 by default)"
 	@echo "  make test-llamacpp    the llama forward against llama.cpp's logits (needs llama-cpp-python; PYTHON=...)"
 	@echo "  make bench            side-by-side benchmarks of the kit, printed as ratio lines; LAB=N: that lab's bench mode"
 	@echo "  make scaling LAB=N    the lab's scaling mode: measured vs cost-model prediction, with a plot (default LAB=2)"
@@ -474,4 +494,5 @@ help:
 	@echo "  MPIRUN=\"...\"          the launcher, e.g. \"mpirun --hostfile hosts\" or \"srun -n {np}\""
 	@echo "  FLAVOR=cpu|cuda       which build runs the labs (default: cuda when built and a GPU is present)"
 	@echo "  NO_NVSHMEM=1 NVSHMEM_HOME=dir   Lab 9's NVSHMEM backend (default: .devdeps/nvshmem from scripts/install-deps.sh)"
+	@echo "  SANITIZE=address      build and run the cpu flavour with AddressSanitizer, in build/asan/"
 	@echo "  NO_CUDA=1 NO_NCCL=1 CUDA_HOME=dir MPI_HOME=dir NCCL_HOME=dir CUDA_ARCH=\"80 90\" V=1   build controls"

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "pl_backend.h"    // defines: pl_cb, struct pl_comm, PL_MPI_CHECK
+#include "pl_defer.h"      // defines: pl_streams_deferred
 #include "pl_instrument.h" // defines: pl_wire, pl_host_op
 #include "pl_internal.h"   // defines: pl_trace_record_open, pl_trace_close
 
@@ -49,6 +50,7 @@ void pl_comm_setup_world(void) {
 }
 
 void pl_comm_teardown(void) {
+    pl_comm_defer_teardown();
     if (pl_cb->finalize) pl_cb->finalize();
     close_mpi_pair(&g_world);
     free(g_group_events);
@@ -117,13 +119,20 @@ static void check_rank(int r, const pl_comm *c, const char *what, const char *ro
 }
 
 /* -- point-to-point --------------------------------------------------------------------- */
+/* Deferred streams: the group is collected here and queued whole at its end (the backend
+ * sees it only when the queue starts it). */
 void pl_group_start(void) {
-    if (g_group_depth++ == 0 && pl_cb->group_start) pl_cb->group_start();
+    if (g_group_depth++ == 0 && pl_cb->group_start && !pl_streams_deferred()) pl_cb->group_start();
 }
 
 void pl_group_end(void) {
     PL_CHECK(g_group_depth > 0, "pl_group_end without pl_group_start");
     if (--g_group_depth > 0) return;
+    if (pl_streams_deferred()) {
+        pl_comm_defer_group_end();
+        g_group_n = 0;
+        return;
+    }
     if (pl_cb->group_end) pl_cb->group_end();
     double t = pl_trace_clock();
     for (size_t i = 0; i < g_group_n; i++) pl_trace_close(g_group_events[i], t);
@@ -146,6 +155,11 @@ static void p2p(int is_send, float *buf, size_t count, int peer, pl_comm *c, pl_
     g_group_events[g_group_n++] = ev;
     /* Outside a group, a call is a group of one. */
     pl_group_start();
+    if (pl_streams_deferred()) {
+        pl_comm_defer_p2p(is_send, buf, count, peer, c, s, ev);
+        pl_group_end();
+        return;
+    }
     if (is_send) pl_cb->send(buf, count, peer, c, s);
     else pl_cb->recv(buf, count, peer, c, s);
     pl_group_end();
@@ -173,6 +187,15 @@ static void end_coll(pl_stream *s, uint64_t issued_before) {
     pl_comm_current_event = (size_t)-1;
 }
 
+/* Deferred streams: queue the collective (its record stays open until it completes). */
+static bool deferred(pl_op_kind kind, const float *sb, float *rb, size_t n, pl_op op, int root,
+                     pl_comm *c, pl_stream *s) {
+    size_t ev = pl_comm_current_event;
+    if (!pl_comm_defer_coll(kind, sb, rb, n, op, root, c, s, ev)) return false;
+    pl_comm_current_event = (size_t)-1;
+    return true;
+}
+
 #define COLL_BYTES(n) ((uint64_t)(n) * sizeof(float))
 
 void pl_allreduce(const float *sb, float *rb, size_t n, pl_op op, pl_comm *c, pl_stream *s) {
@@ -180,6 +203,7 @@ void pl_allreduce(const float *sb, float *rb, size_t n, pl_op op, pl_comm *c, pl
     check_bufs(sb, rb, n, "pl_allreduce");
     uint64_t before = s->issued;
     begin_coll(PL_OP_ALLREDUCE, -1, COLL_BYTES(n), c, s, "pl_allreduce");
+    if (deferred(PL_OP_ALLREDUCE, sb, rb, n, op, -1, c, s)) return;
     pl_cb->allreduce(sb, rb, n, op, c, s);
     end_coll(s, before);
 }
@@ -189,6 +213,7 @@ void pl_allgather(const float *sb, float *rb, size_t n, pl_comm *c, pl_stream *s
     check_bufs(sb, rb, n * (size_t)c->size, "pl_allgather");
     uint64_t before = s->issued;
     begin_coll(PL_OP_ALLGATHER, -1, COLL_BYTES(n) * c->size, c, s, "pl_allgather");
+    if (deferred(PL_OP_ALLGATHER, sb, rb, n, PL_SUM, -1, c, s)) return;
     pl_cb->allgather(sb, rb, n, c, s);
     end_coll(s, before);
 }
@@ -198,6 +223,7 @@ void pl_reduce_scatter(const float *sb, float *rb, size_t n, pl_op op, pl_comm *
     check_bufs(sb, rb, n * (size_t)c->size, "pl_reduce_scatter");
     uint64_t before = s->issued;
     begin_coll(PL_OP_REDUCE_SCATTER, -1, COLL_BYTES(n) * c->size, c, s, "pl_reduce_scatter");
+    if (deferred(PL_OP_REDUCE_SCATTER, sb, rb, n, op, -1, c, s)) return;
     pl_cb->reduce_scatter(sb, rb, n, op, c, s);
     end_coll(s, before);
 }
@@ -208,6 +234,7 @@ void pl_broadcast(const float *sb, float *rb, size_t n, int root, pl_comm *c, pl
     check_bufs(c->rank == root ? sb : rb, rb, n, "pl_broadcast");
     uint64_t before = s->issued;
     begin_coll(PL_OP_BROADCAST, root, COLL_BYTES(n), c, s, "pl_broadcast");
+    if (deferred(PL_OP_BROADCAST, sb, rb, n, PL_SUM, root, c, s)) return;
     pl_cb->broadcast(sb, rb, n, root, c, s);
     end_coll(s, before);
 }
@@ -218,6 +245,7 @@ void pl_reduce(const float *sb, float *rb, size_t n, pl_op op, int root, pl_comm
     check_bufs(sb, c->rank == root ? rb : sb, n, "pl_reduce");
     uint64_t before = s->issued;
     begin_coll(PL_OP_REDUCE, root, COLL_BYTES(n), c, s, "pl_reduce");
+    if (deferred(PL_OP_REDUCE, sb, rb, n, op, root, c, s)) return;
     pl_cb->reduce(sb, rb, n, op, root, c, s);
     end_coll(s, before);
 }
@@ -227,6 +255,7 @@ void pl_alltoall(const float *sb, float *rb, size_t n, pl_comm *c, pl_stream *s)
     check_bufs(sb, rb, n * (size_t)c->size, "pl_alltoall");
     uint64_t before = s->issued;
     begin_coll(PL_OP_ALLTOALL, -1, COLL_BYTES(n) * c->size, c, s, "pl_alltoall");
+    if (deferred(PL_OP_ALLTOALL, sb, rb, n, PL_SUM, -1, c, s)) return;
     pl_cb->alltoall(sb, rb, n, c, s);
     end_coll(s, before);
 }
@@ -287,7 +316,14 @@ void pl_wire_get(pl_wire *w) { *w = g_wire; }
 /* -- host collectives --------------------------------------------------------------------- */
 static MPI_Comm host_of(pl_comm *c) { return (MPI_Comm)(c ? c : &g_world)->host; }
 
+/* Deferred streams: a rank blocked in a host collective must not hold back work a peer
+ * waits for, so everything pending runs first. */
+static void host_ready(void) {
+    if (pl_streams_deferred()) pl_device_sync();
+}
+
 void pl_host_allreduce(double *v, int n, pl_host_op op, pl_comm *c) {
+    host_ready();
     MPI_Op mop = op == PL_HOST_MAX ? MPI_MAX : op == PL_HOST_MIN ? MPI_MIN : MPI_SUM;
     pl_watchdog_arm("host allreduce", -1);
     PL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, mop, host_of(c)));
@@ -296,6 +332,7 @@ void pl_host_allreduce(double *v, int n, pl_host_op op, pl_comm *c) {
 
 /* Gathers to every rank (root < 0) or to root only (the others get NULL). */
 static void *host_gatherv(const void *mine, size_t bytes, size_t *counts, int root, pl_comm *c) {
+    host_ready();
     MPI_Comm comm = host_of(c);
     int size = 0;
     PL_MPI_CHECK(MPI_Comm_size(comm, &size));
@@ -335,6 +372,7 @@ void *pl_host_gatherv(const void *mine, size_t bytes, size_t *counts, int root, 
 
 void pl_host_bcast(void *buf, size_t bytes, int root, pl_comm *c) {
     PL_CHECK(bytes <= (size_t)INT_MAX, "pl_host_bcast: more than 2 GiB");
+    host_ready();
     pl_watchdog_arm("host broadcast", -1);
     PL_MPI_CHECK(MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, host_of(c)));
     pl_watchdog_disarm();

@@ -45,6 +45,9 @@ static pending_list g_group;      /* posted inside the open group               
 static pending_list g_stream_q[2]; /* async collectives per stream (cpu device only)   */
 
 static int on_cuda(void) { return pl_info()->device == PL_DEVICE_CUDA; }
+/* Collectives on s stay in flight (cpu device: the comm stream; every stream when the
+ * streams are deferred, pl_defer.c), completed by drain or test. */
+static int is_async(const pl_stream *s) { return !on_cuda() && s->async; }
 
 static pending *push(pending_list *l) {
     if (l->n == l->cap) {
@@ -74,6 +77,42 @@ static void finish(pending *p) {
     if (p->trace_event != (size_t)-1) pl_trace_close(p->trace_event, pl_trace_clock());
 }
 
+/* An MPI error out of a test: explained on one line, the job aborted. */
+static void fail_testing(int rc, const MPI_Status *statuses, int outcount, const char *op) {
+    /* The usual cause: a send and its receive disagree on the count. */
+    int err = rc;
+    for (int j = 0; rc == MPI_ERR_IN_STATUS && j < outcount; j++)
+        if (statuses[j].MPI_ERROR != MPI_SUCCESS) err = statuses[j].MPI_ERROR;
+    int cls = err;
+    MPI_Error_class(err, &cls);
+    char why[256];
+    snprintf(why, sizeof why, "%s%s", pl_mpi_error_string(err),
+             cls == MPI_ERR_TRUNCATE ? " (a send and its matching recv must have the same count)" : "");
+    pl_fatal(__FILE__, __LINE__, op, why);
+}
+
+/* Finish every request in l if all have completed; never blocks. */
+static int test_list(pending_list *l) {
+    size_t n = l->n;
+    if (n == 0) return 1;
+    MPI_Request *reqs = malloc(n * sizeof *reqs);
+    MPI_Status *statuses = malloc(n * sizeof *statuses);
+    PL_CHECK(reqs && statuses, "out of host memory");
+    for (size_t i = 0; i < n; i++) reqs[i] = l->v[i].req;
+    int done = 0;
+    int rc = MPI_Testall((int)n, reqs, &done, statuses);
+    if (rc != MPI_SUCCESS) fail_testing(rc, statuses, (int)n, l->v[0].op);
+    /* Testall frees the requests only when all are done; keep the handles either way. */
+    for (size_t i = 0; i < n; i++) l->v[i].req = reqs[i];
+    free(reqs);
+    free(statuses);
+    if (!done) return 0;
+    for (size_t i = 0; i < n; i++) finish(&l->v[i]);
+    l->n = 0;
+    pl_progress_tick();
+    return 1;
+}
+
 /* Wait for every request in l, oldest first in the watchdog's report. */
 static void wait_list(pending_list *l) {
     size_t n = l->n;
@@ -100,24 +139,14 @@ static void wait_list(pending_list *l) {
     while (remaining) {
         int outcount = 0;
         int rc = MPI_Testsome((int)n, reqs, &outcount, idx, statuses);
-        if (rc != MPI_SUCCESS) {
-            /* The usual cause: a send and its receive disagree on the count. */
-            int err = rc;
-            for (int j = 0; rc == MPI_ERR_IN_STATUS && j < outcount; j++)
-                if (statuses[j].MPI_ERROR != MPI_SUCCESS) err = statuses[j].MPI_ERROR;
-            int cls = err;
-            MPI_Error_class(err, &cls);
-            char why[256];
-            snprintf(why, sizeof why, "%s%s", pl_mpi_error_string(err),
-                     cls == MPI_ERR_TRUNCATE ? " (a send and its matching recv must have the same count)" : "");
-            pl_fatal(__FILE__, __LINE__, l->v[first].op, why);
-        }
+        if (rc != MPI_SUCCESS) fail_testing(rc, statuses, outcount, l->v[first].op);
         if (outcount == MPI_UNDEFINED) break;
         for (int j = 0; j < outcount; j++) {
             done[idx[j]] = 1;
             remaining--;
         }
         if (outcount > 0) {
+            pl_progress_tick();
             while (first < n && done[first]) first++;
             if (first < n) pl_watchdog_arm(l->v[first].op, l->v[first].peer);
             continue;
@@ -209,7 +238,7 @@ typedef struct {
 
 static host_pair stage_pair(const char *op, const float *sb, size_t in_n, float *rb, size_t out_n,
                             int out_needs_contents, pl_stream *s) {
-    pending_list *l = (!on_cuda() && s->id == 1) ? &g_stream_q[1] : &g_group;
+    pending_list *l = is_async(s) ? &g_stream_q[s->id] : &g_group;
     pending *p = push(l);
     p->op = op;
     p->peer = -1;
@@ -236,7 +265,7 @@ static host_pair stage_pair(const char *op, const float *sb, size_t in_n, float 
 
 /* Complete now, or leave in flight on the cpu comm stream. */
 static void issue(pl_stream *s) {
-    if (!on_cuda() && s->id == 1) {
+    if (is_async(s)) {
         s->issued++;
         return;
     }
@@ -245,7 +274,7 @@ static void issue(pl_stream *s) {
 
 /* Synchronous collectives use MPI's blocking calls (its tuned algorithms; the watchdog
  * thread covers them); asynchronous ones the non-blocking calls. */
-static int is_sync(pl_stream *s) { return on_cuda() || s->id != 1; }
+static int is_sync(pl_stream *s) { return !is_async(s); }
 
 #define COLL_CALL(s, name, blocking, nonblocking)   \
     do {                                            \
@@ -431,6 +460,21 @@ static void mpi_drain(pl_stream *s) {
     s->completed_at = pl_trace_clock();
 }
 
+static bool mpi_test(pl_stream *s) {
+    if (!test_list(&g_stream_q[s->id])) return false;
+    s->completed = s->issued;
+    s->completed_at = pl_trace_clock();
+    return true;
+}
+
+/* The group's operations join s's in-flight list instead of being waited for. */
+static void mpi_group_post(pl_stream *s) {
+    pending_list *q = &g_stream_q[s->id];
+    for (size_t i = 0; i < g_group.n; i++) *push(q) = g_group.v[i];
+    g_group.n = 0;
+    s->issued++;
+}
+
 const pl_comm_backend pl_comm_mpi = {
     .name = "mpi",
     .init = mpi_init,
@@ -446,6 +490,8 @@ const pl_comm_backend pl_comm_mpi = {
     .reduce = mpi_reduce,
     .alltoall = mpi_alltoall,
     .drain = mpi_drain,
+    .test = mpi_test,
+    .group_post = mpi_group_post,
     .poll = NULL,  /* MPI reports errors from the calls themselves */
     .abort = NULL, /* nothing to tear down: MPI_Abort ends the job  */
     .allgather_bf16 = mpi_allgather_bf16,

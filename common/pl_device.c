@@ -1,12 +1,14 @@
-/* pl_device.c - the generic device layer: argument checks, memory accounting, streams
- * and events, GEMM instrumentation; the backend in pl_dev does the work. */
+/* pl_device.c - the generic device layer: argument checks, streams and events, transfers,
+ * local operations and GEMM as device work (pl_launch: now, or queued on a deferred
+ * stream), their instrumentation; the backend in pl_dev does the work. Allocation is in
+ * pl_memguard.c, the deferred queues in pl_defer.c. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pl_backend.h"  // defines: pl_dev, struct pl_stream, struct pl_event
+#include "pl_defer.h"    // defines: pl_launch, pl_defer_run, pl_defer_wait, pl_streams_deferred
 #include "pl_internal.h" // defines: pl_mem_track_*, pl_trace_* hooks
-#include "pl_memtag_internal.h" // defines: pl_memtag_forget (memory categories)
 
 static pl_stream g_compute = {.id = 0}, g_comm = {.id = 1};
 static void (*g_drain)(pl_stream *s); /* the comm layer's: completes pending operations */
@@ -22,6 +24,9 @@ void pl_device_setup_streams(void) {
         pl_dev->stream_create(&g_compute);
         pl_dev->stream_create(&g_comm);
     }
+    /* cpu + mpi: collectives on the comm stream stay in flight until something waits */
+    g_comm.async = true;
+    g_compute.async = false;
 }
 
 void pl_device_teardown_streams(void) {
@@ -31,34 +36,16 @@ void pl_device_teardown_streams(void) {
     }
 }
 
-/* In-order streams: work issued on s runs after s's pending communication. */
+/* In-order streams: work issued on s runs after s's pending work (eager: its pending
+ * communication; deferred: everything queued on it). */
 pl_stream *pl_stream_ready(pl_stream *s) {
     s = pl_stream_resolve(s);
+    if (pl_streams_deferred()) pl_defer_run(s, s->q_enq);
     if (s->completed != s->issued && g_drain) g_drain(s);
     return s;
 }
 int pl_stream_id(const pl_stream *s) { return s ? s->id : 0; }
 void *pl_stream_native(pl_stream *s) { return pl_stream_resolve(s)->native; }
-
-void *pl_malloc(size_t bytes) {
-    void *p = pl_dev->malloc(bytes);
-    PL_CHECK(p != NULL, "device allocation failed");
-    pl_mem_track_alloc(p, bytes);
-    return p;
-}
-
-float *pl_malloc_floats(size_t count) {
-    PL_CHECK(count <= SIZE_MAX / sizeof(float), "float count overflows size_t");
-    return pl_malloc(count * sizeof(float));
-}
-
-void pl_free(void *p) {
-    if (!p) return;
-    pl_device_sync(); /* memory may still be in use by queued work */
-    pl_mem_track_free(p);
-    pl_memtag_forget(p);
-    pl_dev->free(p);
-}
 
 void pl_upload(void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
@@ -74,49 +61,78 @@ void pl_download(void *dst, const void *src, size_t bytes) {
     pl_dev->download(dst, src, bytes);
 }
 
+/* -- local operations: one record of arguments, run now or when the stream gets to it -- */
+typedef enum { OP_COPY, OP_MEMSET, OP_FILL, OP_REDUCE, OP_SCALE } local_kind;
+typedef struct {
+    local_kind kind;
+    void *dst;
+    const void *src;
+    size_t n; /* bytes for copy and memset, elements otherwise */
+    float value;
+    int byte;
+    pl_op op;
+} local_args;
+
+static void run_local(void *p, pl_stream *s) {
+    const local_args *a = p;
+    switch (a->kind) {
+    case OP_COPY: pl_dev->copy(a->dst, a->src, a->n, s); break;
+    case OP_MEMSET: pl_dev->memset(a->dst, a->byte, a->n, s); break;
+    case OP_FILL: pl_dev->fill(a->dst, a->value, a->n, s); break;
+    case OP_REDUCE: pl_dev->reduce_local(a->dst, a->src, a->n, a->op, s); break;
+    case OP_SCALE: pl_dev->scale(a->dst, a->value, a->n, s); break;
+    }
+}
+
+static void launch_local(const char *name, double bytes, double flops, local_args a, pl_stream *s) {
+    pl_trace_event rec = {.kind = PL_OP_KERNEL, .peer = -1, .name = name, .bytes = (uint64_t)bytes,
+                          .flops = flops};
+    pl_launch(s, &rec, run_local, &a, sizeof a);
+}
+
 void pl_copy(void *dst, const void *src, size_t bytes, pl_stream *s) {
     if (!bytes || dst == src) return;
     PL_CHECK(dst && src, "pl_copy with a NULL pointer");
-    s = pl_stream_ready(s);
-    double t0 = pl_trace_clock();
-    pl_dev->copy(dst, src, bytes, s);
-    pl_trace_kernel("copy", s->id, 2.0 * (double)bytes, 0, t0);
+    launch_local("copy", 2.0 * (double)bytes, 0, (local_args){.kind = OP_COPY, .dst = dst, .src = src, .n = bytes}, s);
 }
 
 void pl_memset(void *p, int byte, size_t bytes, pl_stream *s) {
     if (!bytes) return;
     PL_CHECK(p != NULL, "pl_memset with a NULL pointer");
-    s = pl_stream_ready(s);
-    double t0 = pl_trace_clock();
-    pl_dev->memset(p, byte, bytes, s);
-    pl_trace_kernel("memset", s->id, (double)bytes, 0, t0);
+    launch_local("memset", (double)bytes, 0, (local_args){.kind = OP_MEMSET, .dst = p, .byte = byte, .n = bytes}, s);
 }
 
 void pl_fill(float *p, float v, size_t n, pl_stream *s) {
     if (!n) return;
     PL_CHECK(p != NULL, "pl_fill with a NULL pointer");
-    s = pl_stream_ready(s);
-    double t0 = pl_trace_clock();
-    pl_dev->fill(p, v, n, s);
-    pl_trace_kernel("fill", s->id, 4.0 * (double)n, 0, t0);
+    launch_local("fill", 4.0 * (double)n, 0, (local_args){.kind = OP_FILL, .dst = p, .value = v, .n = n}, s);
 }
 
 void pl_reduce_local(float *dst, const float *src, size_t n, pl_op op, pl_stream *s) {
     if (!n) return;
     PL_CHECK(dst && src, "pl_reduce_local with a NULL pointer");
-    s = pl_stream_ready(s);
-    double t0 = pl_trace_clock();
-    pl_dev->reduce_local(dst, src, n, op, s);
-    pl_trace_kernel("reduce_local", s->id, 12.0 * (double)n, (double)n, t0);
+    launch_local("reduce_local", 12.0 * (double)n, (double)n,
+                 (local_args){.kind = OP_REDUCE, .dst = dst, .src = src, .n = n, .op = op}, s);
 }
 
 void pl_scale(float *p, float alpha, size_t n, pl_stream *s) {
     if (!n) return;
     PL_CHECK(p != NULL, "pl_scale with a NULL pointer");
-    s = pl_stream_ready(s);
-    double t0 = pl_trace_clock();
-    pl_dev->scale(p, alpha, n, s);
-    pl_trace_kernel("scale", s->id, 8.0 * (double)n, (double)n, t0);
+    launch_local("scale", 8.0 * (double)n, (double)n, (local_args){.kind = OP_SCALE, .dst = p, .value = alpha, .n = n}, s);
+}
+
+typedef struct {
+    bool ta, tb;
+    int m, n, k, lda, ldb, ldc;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+} gemm_args;
+
+static void run_gemm(void *p, pl_stream *s) {
+    const gemm_args *g = p;
+    pl_dev->gemm(g->ta, g->tb, g->m, g->n, g->k, g->alpha, g->A, g->lda, g->B, g->ldb, g->beta,
+                 g->C, g->ldc, s);
 }
 
 void pl_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *A, int lda,
@@ -128,19 +144,17 @@ void pl_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *A,
     PL_CHECK(ldc >= (n > 1 ? n : 1), "pl_gemm: ldc too small");
     if (m == 0 || n == 0) return;
     PL_CHECK(C != NULL && (k == 0 || (A && B)), "pl_gemm: NULL matrix");
-    s = pl_stream_ready(s);
-    pl_trace_event e = {.kind = PL_OP_GEMM, .stream = s->id, .peer = -1,
-                        .flops = 2.0 * m * n * (double)k, .t_start = pl_trace_clock(),
-                        /* the matrices' bytes, for the cost model's roofline */
-                        .bytes = 4u * ((uint64_t)m * k + (uint64_t)k * n + (uint64_t)m * n)};
-    pl_dev->gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, s);
-    e.t_end = pl_trace_clock();
-    pl_trace_record(&e);
+    pl_trace_event rec = {.kind = PL_OP_GEMM, .peer = -1, .flops = 2.0 * m * n * (double)k,
+                          /* the matrices' bytes, for the cost model's roofline */
+                          .bytes = 4u * ((uint64_t)m * k + (uint64_t)k * n + (uint64_t)m * n)};
+    gemm_args g = {ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, A, B, C};
+    pl_launch(s, &rec, run_gemm, &g, sizeof g);
 }
 
 void pl_stream_sync(pl_stream *s) {
     s = pl_stream_resolve(s);
     pl_trace_host_synced(s->id);
+    if (pl_streams_deferred()) pl_defer_run(s, s->q_enq);
     if (s->completed != s->issued && g_drain) g_drain(s);
     if (pl_dev->stream_sync) {
         /* On a GPU a deadlocked NCCL call shows up as a stream that never drains. */
@@ -151,6 +165,7 @@ void pl_stream_sync(pl_stream *s) {
 }
 
 void pl_device_sync(void) {
+    if (pl_streams_deferred()) pl_defer_run(NULL, 0);
     pl_stream_sync(&g_comm);
     pl_stream_sync(&g_compute);
 }
@@ -173,15 +188,30 @@ void pl_event_destroy(pl_event *e) {
 void pl_event_record(pl_event *e, pl_stream *s) {
     s = pl_stream_resolve(s);
     e->stream = s;
-    e->seq = s->issued;
     e->trace_pos = pl_trace_stream_pos(s->id);
     e->recorded = true;
+    e->deferred = pl_streams_deferred();
+    if (e->deferred) {
+        e->seq = s->q_enq;
+        e->t = s->q_done >= e->seq ? pl_trace_clock() : -1;
+        return;
+    }
+    e->seq = s->issued;
     e->t = s->completed >= e->seq ? pl_trace_clock() : -1;
     if (pl_dev->event_record) pl_dev->event_record(e, s);
 }
 
+/* Deferred: the host asking is a wait (the queue moves only when waited for); the time is
+ * when the host saw the stream past the event. */
+static bool deferred_event_done(pl_event *e) {
+    if (e->stream->q_done < e->seq) pl_defer_run(e->stream, e->seq);
+    if (e->t < 0) e->t = e->stream->q_done_at;
+    return true;
+}
+
 bool pl_event_done(pl_event *e) {
     PL_CHECK(e->recorded, "pl_event_done on an event never recorded");
+    if (e->deferred) return deferred_event_done(e);
     if (pl_dev->event_query) return pl_dev->event_query(e);
     if (e->stream->completed >= e->seq) {
         if (e->t < 0) e->t = e->stream->completed_at;
@@ -193,6 +223,10 @@ bool pl_event_done(pl_event *e) {
 void pl_event_sync(pl_event *e) {
     PL_CHECK(e->recorded, "pl_event_sync on an event never recorded");
     pl_trace_stream_waits(!e->stream->id, e->trace_pos); /* the host saw it: so does the other stream */
+    if (e->deferred) {
+        deferred_event_done(e);
+        return;
+    }
     if (pl_dev->event_query) {
         pl_dev->stream_sync(e->stream); /* conservative: cuda event sync == stream position */
         return;
@@ -205,6 +239,10 @@ void pl_stream_wait_event(pl_stream *s, pl_event *e) {
     PL_CHECK(e->recorded, "pl_stream_wait_event on an event never recorded");
     s = pl_stream_resolve(s);
     pl_trace_stream_waits(s->id, e->trace_pos);
+    if (e->deferred) {
+        pl_defer_wait(s, e->stream, e->seq);
+        return;
+    }
     if (pl_dev->stream_wait_event) {
         pl_dev->stream_wait_event(s, e);
         return;
@@ -215,17 +253,12 @@ void pl_stream_wait_event(pl_stream *s, pl_event *e) {
 
 float pl_event_elapsed_ms(pl_event *a, pl_event *b) {
     PL_CHECK(pl_event_done(a) && pl_event_done(b), "pl_event_elapsed_ms on incomplete events");
-    if (pl_dev->event_elapsed_ms) return pl_dev->event_elapsed_ms(a, b);
+    if (pl_dev->event_elapsed_ms && !a->deferred) return pl_dev->event_elapsed_ms(a, b);
     return (float)((b->t - a->t) * 1e3);
 }
 
 /* -- tensors --------------------------------------------------------------------------- */
 #include "pl_tensor.h"
-
-pl_tensor pl_tensor_alloc(int64_t rows, int64_t cols) {
-    PL_CHECK(rows >= 0 && cols >= 0, "pl_tensor_alloc: negative shape");
-    return pl_tensor_view(pl_malloc_floats((size_t)(rows * cols)), rows, cols);
-}
 
 void pl_tensor_free(pl_tensor *t) {
     pl_free(t->data);

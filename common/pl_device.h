@@ -26,6 +26,10 @@ typedef enum { PL_SUM = 0, PL_MAX, PL_AVG } pl_op; /* AVG: sum then divide by ra
 void *pl_malloc(size_t bytes); /* never NULL; fatal on failure; 0 bytes is allowed */
 void pl_free(void *p);
 float *pl_malloc_floats(size_t count);
+/* The same, naming the call site the grader's memory checks report; the macros at the end
+ * of this header make every pl_malloc and pl_malloc_floats pass their own. */
+void *pl_malloc_at(size_t bytes, const char *file, int line);
+float *pl_malloc_floats_at(size_t count, const char *file, int line);
 void pl_upload(void *dst_dev, const void *src_host, size_t bytes);   /* synchronous */
 void pl_download(void *dst_host, const void *src_dev, size_t bytes); /* synchronous */
 void pl_copy(void *dst_dev, const void *src_dev, size_t bytes, pl_stream *s);
@@ -67,6 +71,9 @@ void pl_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const
 /* Bytes currently allocated with pl_malloc and the peak since start (or last reset). */
 size_t pl_mem_in_use(void);
 size_t pl_mem_peak(void);
+
+#define pl_malloc(bytes) pl_malloc_at((bytes), __FILE__, __LINE__)
+#define pl_malloc_floats(count) pl_malloc_floats_at((count), __FILE__, __LINE__)
 
 #ifdef __cplusplus
 }

@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include "pl_backend.h"    // defines: the backend tables, pl_dev, pl_cb, PL_MPI_CHECK
+#include "pl_defer.h"      // defines: pl_streams_set_deferred
 #include "pl_instrument.h" // defines: pl_trace_write_chrome
 #include "pl_internal.h"   // defines: the set-up functions and hooks of every layer
 #include "pl_sym_backend.h" // defines: pl_sym_setup, pl_sym_teardown (symmetric memory)
+#include "pl_memcheck.h"   // defines: pl_mem_set_checked, pl_mem_check_guards
 
 pl_runtime_info *pl_info_mutable(void); /* pl_runtime.c */
 void pl_install_crash_handlers(void);
@@ -139,6 +141,59 @@ static void choose_comm(pl_comm_kind want, const char *src) {
     }
 }
 
+/* The watchdog's progress board: two words per rank of this node in memory they share, so
+ * a waiting rank sees whether any of them still advances (pl_trace.c). Without shared
+ * memory the watchdog goes by this rank's own progress. */
+static MPI_Win g_board_win = MPI_WIN_NULL;
+
+static void share_progress_board(MPI_Comm local) {
+    MPI_Comm_set_errhandler(local, MPI_ERRORS_RETURN);
+    int me = g_info.local_rank, n = g_info.local_world;
+    uint64_t *mine = NULL;
+    MPI_Aint size = me == 0 ? 2 * (MPI_Aint)n * (MPI_Aint)sizeof(uint64_t) : 0;
+    if (MPI_Win_allocate_shared(size, sizeof(uint64_t), MPI_INFO_NULL, local, &mine, &g_board_win) != MPI_SUCCESS) {
+        g_board_win = MPI_WIN_NULL;
+        return;
+    }
+    MPI_Aint got = 0;
+    int unit = 0;
+    uint64_t *board = NULL;
+    if (MPI_Win_shared_query(g_board_win, 0, &got, &unit, &board) != MPI_SUCCESS || got < size) {
+        MPI_Win_free(&g_board_win);
+        return;
+    }
+    if (me == 0) memset(board, 0, 2 * (size_t)n * sizeof *board);
+    PL_MPI_CHECK(MPI_Barrier(local));
+    pl_watchdog_set_board(board, n, me);
+}
+
+static void free_progress_board(void) {
+    if (g_board_win == MPI_WIN_NULL) return;
+    pl_watchdog_set_board(NULL, 0, 0);
+    MPI_Win_free(&g_board_win);
+}
+
+/* PL_STREAMS=deferred|eager and PL_CHECKED=1: the checks the grader turns on. */
+static void set_checks(void) {
+    const char *streams = getenv("PL_STREAMS"), *checked = getenv("PL_CHECKED");
+    if (streams && *streams && strcmp(streams, "eager") != 0) {
+        if (strcmp(streams, "deferred") != 0)
+            pl_usage_error("unknown PL_STREAMS '%s': use eager or deferred", streams);
+        if (!pl_streams_set_deferred(true))
+            pl_log0("PL_STREAMS=deferred applies to the cpu device only: streams stay as they are on %s",
+                    pl_device_name(g_info.device));
+    }
+    if (checked && *checked && strcmp(checked, "0") != 0) pl_mem_set_checked(true);
+}
+
+/* Checked mode at the end of a run: what the red zones caught, said where people look. */
+static void report_guards(void) {
+    if (!pl_mem_checked()) return;
+    char report[2048];
+    size_t n = pl_mem_check_guards(report, sizeof report);
+    if (n) pl_log("memory check: %zu allocation(s) written outside their bounds:\n%s", n, report);
+}
+
 void pl_init(int *argc, char ***argv) {
     if (g_initialised) return;
     int inited = 0;
@@ -153,6 +208,7 @@ void pl_init(int *argc, char ***argv) {
     PL_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_info.rank, MPI_INFO_NULL, &local));
     PL_MPI_CHECK(MPI_Comm_rank(local, &g_info.local_rank));
     PL_MPI_CHECK(MPI_Comm_size(local, &g_info.local_world));
+    share_progress_board(local);
     PL_MPI_CHECK(MPI_Comm_free(&local));
     int leader = g_info.local_rank == 0;
     PL_MPI_CHECK(MPI_Allreduce(&leader, &g_info.nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
@@ -218,6 +274,7 @@ void pl_init(int *argc, char ***argv) {
     pl_device_setup_streams();
     pl_comm_setup_world();
     pl_sym_setup();
+    set_checks();
     /* Align the trace clocks of all ranks at a common point. */
     PL_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     pl_trace_start_clock();
@@ -280,14 +337,17 @@ void pl_finalize(void) {
         return;
     }
     pl_device_sync();
+    report_guards();
     if (g_info.trace) {
         pl_trace_write_chrome(g_info.trace_path);
         if (g_info.rank == 0) pl_log0("trace written to %s (open it in ui.perfetto.dev)", g_info.trace_path);
     }
     pl_sym_teardown();
+    pl_streams_set_deferred(false);
     pl_comm_teardown();
     pl_device_teardown_streams();
     if (pl_dev->finalize) pl_dev->finalize();
+    free_progress_board();
     g_initialised = 0;
     PL_MPI_CHECK(MPI_Finalize());
 }

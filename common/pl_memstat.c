@@ -1,87 +1,157 @@
-/* pl_memstat.c - device memory accounting: every live pl_malloc allocation and its size, the
- * bytes in use and the peak (instrumentation layer: the device layer reports allocations,
- * the counters and the grader read them). */
+/* pl_memstat.c - device memory accounting: every live pl_malloc allocation, its size and
+ * where it was made, the bytes in use and the peak, and the leak reports built on them
+ * (instrumentation layer: the device layer reports allocations, the counters and the
+ * grader read them). */
+#include <dlfcn.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "pl_device.h"   // defines: pl_mem_in_use, pl_mem_peak (public)
 #include "pl_internal.h" // defines: pl_mem_track_alloc, pl_mem_track_free, pl_mem_reset_peak
+#include "pl_memcheck.h" // defines: pl_alloc_info, the leak reports implemented here
 #include "pl_runtime.h"  // defines: PL_CHECK
 
-/* A small open-addressing table of live allocations. */
-typedef struct { void *p; size_t bytes; } alloc_slot;
+/* A small open-addressing table of live allocations, keyed by pointer. */
+typedef pl_alloc_info alloc_slot;
 static alloc_slot *g_slots;
 static size_t g_cap, g_live;
 static size_t g_in_use, g_peak;
+static uint64_t g_serial;
 
-static size_t slot_of(void *p, size_t cap) {
+static size_t slot_of(const void *p, size_t cap) {
     uintptr_t h = (uintptr_t)p;
     h ^= h >> 17;
     h *= 0x9E3779B97F4A7C15ull;
     return (size_t)(h >> 20) & (cap - 1);
 }
 
-static void table_put(void *p, size_t bytes) {
+static void table_put(const alloc_slot *a) {
     if (2 * (g_live + 1) > g_cap) {
         size_t ncap = g_cap ? 2 * g_cap : 256;
         alloc_slot *n = calloc(ncap, sizeof *n);
         PL_CHECK(n != NULL, "out of host memory for the allocation table");
         for (size_t i = 0; i < g_cap; i++) {
-            if (!g_slots[i].p) continue;
-            size_t j = slot_of(g_slots[i].p, ncap);
-            while (n[j].p) j = (j + 1) & (ncap - 1);
+            if (!g_slots[i].ptr) continue;
+            size_t j = slot_of(g_slots[i].ptr, ncap);
+            while (n[j].ptr) j = (j + 1) & (ncap - 1);
             n[j] = g_slots[i];
         }
         free(g_slots);
         g_slots = n;
         g_cap = ncap;
     }
-    size_t j = slot_of(p, g_cap);
-    while (g_slots[j].p) j = (j + 1) & (g_cap - 1);
-    g_slots[j].p = p;
-    g_slots[j].bytes = bytes;
+    size_t j = slot_of(a->ptr, g_cap);
+    while (g_slots[j].ptr) j = (j + 1) & (g_cap - 1);
+    g_slots[j] = *a;
     g_live++;
 }
 
-/* Returns the size, or SIZE_MAX when p was never allocated here. */
-static size_t table_take(void *p) {
-    if (!g_cap) return SIZE_MAX;
+/* Removes p's entry into *out; false when p was never allocated here. */
+static bool table_take(const void *p, alloc_slot *out) {
+    if (!g_cap) return false;
     size_t j = slot_of(p, g_cap);
-    while (g_slots[j].p) {
-        if (g_slots[j].p == p) {
-            size_t bytes = g_slots[j].bytes;
+    while (g_slots[j].ptr) {
+        if (g_slots[j].ptr == p) {
+            *out = g_slots[j];
             /* Backward-shift deletion keeps probe chains intact. */
             size_t hole = j;
-            for (size_t k = (j + 1) & (g_cap - 1); g_slots[k].p; k = (k + 1) & (g_cap - 1)) {
-                size_t home = slot_of(g_slots[k].p, g_cap);
+            for (size_t k = (j + 1) & (g_cap - 1); g_slots[k].ptr; k = (k + 1) & (g_cap - 1)) {
+                size_t home = slot_of(g_slots[k].ptr, g_cap);
                 int movable = hole <= k ? (home <= hole || home > k) : (home <= hole && home > k);
                 if (movable) {
                     g_slots[hole] = g_slots[k];
                     hole = k;
                 }
             }
-            g_slots[hole].p = NULL;
+            g_slots[hole].ptr = NULL;
             g_live--;
-            return bytes;
+            return true;
         }
         j = (j + 1) & (g_cap - 1);
     }
-    return SIZE_MAX;
+    return false;
 }
 
-void pl_mem_track_alloc(void *p, size_t bytes) {
-    table_put(p, bytes);
-    g_in_use += bytes;
+void pl_mem_track_alloc(const pl_alloc_info *a) {
+    alloc_slot s = *a;
+    s.serial = ++g_serial;
+    table_put(&s);
+    g_in_use += a->bytes;
     if (g_in_use > g_peak) g_peak = g_in_use;
 }
 
-void pl_mem_track_free(void *p) {
-    size_t bytes = table_take(p);
-    PL_CHECK(bytes != SIZE_MAX, "pl_free of a pointer that pl_malloc did not return (double free?)");
-    g_in_use -= bytes;
+bool pl_mem_track_free(const void *p, pl_alloc_info *out) {
+    if (!table_take(p, out)) return false;
+    g_in_use -= out->bytes;
+    return true;
+}
+
+void pl_mem_each(void (*fn)(pl_alloc_info *a, void *ctx), void *ctx) {
+    for (size_t i = 0; i < g_cap; i++)
+        if (g_slots[i].ptr) fn(&g_slots[i], ctx);
 }
 
 size_t pl_mem_in_use(void) { return g_in_use; }
 size_t pl_mem_peak(void) { return g_peak; }
 void pl_mem_reset_peak(void) { g_peak = g_in_use; }
 
+
+/* -- leaks ------------------------------------------------------------------------------ */
+uint64_t pl_mem_mark(void) { return g_serial + 1; }
+
+static int by_serial(const void *a, const void *b) {
+    uint64_t x = ((const alloc_slot *)a)->serial, y = ((const alloc_slot *)b)->serial;
+    return (x > y) - (x < y);
+}
+
+size_t pl_mem_live_since(uint64_t mark, pl_alloc_info *out, size_t max, size_t *bytes) {
+    size_t n = 0, total = 0;
+    alloc_slot *all = g_live ? malloc(g_live * sizeof *all) : NULL;
+    PL_CHECK(!g_live || all, "out of host memory");
+    for (size_t i = 0; i < g_cap; i++)
+        if (g_slots[i].ptr && g_slots[i].serial >= mark) {
+            all[n++] = g_slots[i];
+            total += g_slots[i].bytes;
+        }
+    qsort(all, n, sizeof *all, by_serial);
+    for (size_t i = 0; out && i < n && i < max; i++) out[i] = all[i];
+    free(all);
+    if (bytes) *bytes = total;
+    return n;
+}
+
+void pl_mem_site(const pl_alloc_info *a, char *buf, size_t len) {
+    if (!len) return;
+    if (a->file) {
+        snprintf(buf, len, "%s:%d", a->file, a->line);
+        return;
+    }
+    Dl_info d;
+    if (a->caller && dladdr(a->caller, &d) && d.dli_fname) {
+        const char *mod = strrchr(d.dli_fname, '/');
+        if (d.dli_sname && d.dli_saddr)
+            snprintf(buf, len, "%s+0x%zx", d.dli_sname, (size_t)((const char *)a->caller - (const char *)d.dli_saddr));
+        else
+            snprintf(buf, len, "%s+0x%zx", mod ? mod + 1 : d.dli_fname,
+                     (size_t)((const char *)a->caller - (const char *)d.dli_fbase));
+        return;
+    }
+    snprintf(buf, len, "%p", a->caller);
+}
+
+size_t pl_mem_leak_report(uint64_t mark, char *buf, size_t len) {
+    enum { SHOWN = 8 };
+    pl_alloc_info a[SHOWN];
+    size_t bytes = 0, n = pl_mem_live_since(mark, a, SHOWN, &bytes);
+    if (!n || !buf || !len) return n;
+    int w = snprintf(buf, len, "leaked %zu allocation%s (%zu bytes):", n, n == 1 ? "" : "s", bytes);
+    for (size_t i = 0; i < n && i < SHOWN && w > 0 && (size_t)w < len; i++) {
+        char site[160];
+        pl_mem_site(&a[i], site, sizeof site);
+        w += snprintf(buf + w, len - (size_t)w, "%s %s", i ? "," : "", site);
+    }
+    if (n > SHOWN && w > 0 && (size_t)w < len) snprintf(buf + w, len - (size_t)w, ", ... (%zu more)", n - SHOWN);
+    return n;
+}

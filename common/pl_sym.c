@@ -125,7 +125,8 @@ void *pl_sym_malloc(size_t bytes) {
     g_sb->alloc(r);
     PL_CHECK(r->base != NULL, "symmetric allocation failed");
     g_nregions++;
-    pl_mem_track_alloc(r->base, bytes);
+    pl_alloc_info a = {.ptr = r->base, .bytes = bytes, .file = __FILE__, .line = __LINE__};
+    pl_mem_track_alloc(&a);
     return r->base;
 }
 
@@ -136,7 +137,8 @@ void pl_sym_free(void *p) {
     pl_sym_region *r = find(p, 0, "pl_sym_free");
     if (r->base != p) pl_fatal(__FILE__, __LINE__, "pl_sym_free", "not the start of a symmetric allocation");
     g_sb->release(r);
-    pl_mem_track_free(p);
+    pl_alloc_info gone;
+    pl_mem_track_free(p, &gone);
     free(r->peer);
     size_t i = (size_t)(r - g_regions);
     memmove(&g_regions[i], &g_regions[i + 1], (g_nregions - i - 1) * sizeof *g_regions);

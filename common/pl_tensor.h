@@ -33,6 +33,9 @@ static inline int64_t pl_tensor_numel(pl_tensor t) { return t.rows * t.cols; }
 static inline int pl_tensor_contiguous(pl_tensor t) { return t.ld == t.cols || t.rows <= 1; }
 
 pl_tensor pl_tensor_alloc(int64_t rows, int64_t cols); /* device memory, uninitialised */
+/* The same naming its call site (pl_device.h, pl_malloc_at); the macro below passes it. */
+pl_tensor pl_tensor_alloc_at(int64_t rows, int64_t cols, const char *file, int line);
+#define pl_tensor_alloc(rows, cols) pl_tensor_alloc_at((rows), (cols), __FILE__, __LINE__)
 void pl_tensor_free(pl_tensor *t);
 /* Copy a (possibly strided) device view to a dense host array rows*cols and back. */
 void pl_tensor_download(float *host, pl_tensor t);

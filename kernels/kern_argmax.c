@@ -30,8 +30,10 @@ void kern_argmax_cost(int N, int V, double *bytes, double *flops) {
     *flops = (double)N * V;
 }
 
+KERN_THUNK(argmax, kern_argmax_ref, int *, const float *, int, int)
+
 void kern_argmax(int *idx, const float *x, int N, int V, pl_stream *s) {
     double bytes, flops;
     kern_argmax_cost(N, V, &bytes, &flops);
-    KERN_DISPATCH("argmax", bytes, flops, kern_argmax_cuda(idx, x, N, V, s), kern_argmax_ref(idx, x, N, V));
+    KERN_DISPATCH("argmax", bytes, flops, kern_argmax_cuda(idx, x, N, V, s), argmax, idx, x, N, V);
 }

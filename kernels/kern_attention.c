@@ -95,7 +95,6 @@ void kern_attention_backward_ref(float *dqkv, float *dscratch, const float *dout
 
 void kern_attention_forward(float *out, float *probs, const float *qkv, int T, int B, int H,
                             int hs, float scale, pl_stream *s) {
-    s = pl_stream_ready(s);
     /* row t of batch b sits at row t*B + b: stepping t skips B rows */
     int ldq = 3 * H * hs * B, ldo = H * hs * B;
     for (int b = 0; b < B; b++)
@@ -117,7 +116,6 @@ void kern_attention_forward(float *out, float *probs, const float *qkv, int T, i
 void kern_attention_backward(float *dqkv, float *dscratch, const float *dout, const float *qkv,
                              const float *probs, int T, int B, int H, int hs, float scale,
                              pl_stream *s) {
-    s = pl_stream_ready(s);
     int ldq = 3 * H * hs * B, ldo = H * hs * B;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {

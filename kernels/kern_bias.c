@@ -35,12 +35,15 @@ void kern_bias_cost(int rows, int cols, int backward, double *bytes, double *flo
     *flops = rc;
 }
 
+KERN_THUNK(bias_forward, kern_bias_forward_ref, float *, const float *, int, int)
+KERN_THUNK(bias_backward, kern_bias_backward_ref, float *, const float *, int, int)
+
 void kern_bias_forward(float *y, const float *bias, int rows, int cols, pl_stream *s) {
     double bytes, flops;
     kern_bias_cost(rows, cols, 0, &bytes, &flops);
     KERN_DISPATCH("bias_fwd", bytes, flops,
                   kern_bias_forward_cuda(y, bias, rows, cols, s),
-                  kern_bias_forward_ref(y, bias, rows, cols));
+                  bias_forward, y, bias, rows, cols);
 }
 
 void kern_bias_backward(float *dbias, const float *dy, int rows, int cols, pl_stream *s) {
@@ -48,5 +51,5 @@ void kern_bias_backward(float *dbias, const float *dy, int rows, int cols, pl_st
     kern_bias_cost(rows, cols, 1, &bytes, &flops);
     KERN_DISPATCH("bias_bwd", bytes, flops,
                   kern_bias_backward_cuda(dbias, dy, rows, cols, s),
-                  kern_bias_backward_ref(dbias, dy, rows, cols));
+                  bias_backward, dbias, dy, rows, cols);
 }

@@ -75,24 +75,31 @@ void kern_clip_cost(size_t n, int which, double *bytes, double *flops) {
     }
 }
 
+/* what a deferred stream keeps of each CPU reference's arguments (kern_dispatch.h) */
+KERN_THUNK(kern_clip_sumsq_ref, kern_clip_sumsq_ref, float *, const float *, size_t)
+KERN_THUNK(kern_clip_sumsq_bf16_ref, kern_clip_sumsq_bf16_ref, float *, const uint16_t *, size_t)
+KERN_THUNK(kern_clip_coef_ref, kern_clip_coef_ref, float *, const float *, float)
+KERN_THUNK(kern_clip_adamw_ref, kern_clip_adamw_ref, float *, float *, float *, const float *, const float *, size_t, float, float, float, float, float, int)
+KERN_THUNK(kern_clip_adamw_bf16_ref, kern_clip_adamw_bf16_ref, float *, float *, float *, const uint16_t *, const float *, uint16_t *, size_t, float, float, float, float, float, int)
+
 void kern_clip_sumsq(float *acc, const float *x, size_t n, pl_stream *s) {
     double bytes, flops;
     kern_clip_cost(n, 0, &bytes, &flops);
-    KERN_DISPATCH("clip_sumsq", bytes, flops, kern_clip_sumsq_cuda(acc, x, n, s), kern_clip_sumsq_ref(acc, x, n));
+    KERN_DISPATCH("clip_sumsq", bytes, flops, kern_clip_sumsq_cuda(acc, x, n, s), kern_clip_sumsq_ref, acc, x, n);
 }
 
 void kern_clip_sumsq_bf16(float *acc, const uint16_t *x, size_t n, pl_stream *s) {
     double bytes, flops;
     kern_clip_cost(n, 1, &bytes, &flops);
     KERN_DISPATCH("clip_sumsq_bf16", bytes, flops, kern_clip_sumsq_bf16_cuda(acc, x, n, s),
-                  kern_clip_sumsq_bf16_ref(acc, x, n));
+                  kern_clip_sumsq_bf16_ref, acc, x, n);
 }
 
 void kern_clip_coef(float *coef, const float *sumsq, float max_norm, pl_stream *s) {
     double bytes, flops;
     kern_clip_cost(1, 2, &bytes, &flops);
     KERN_DISPATCH("clip_coef", bytes, flops, kern_clip_coef_cuda(coef, sumsq, max_norm, s),
-                  kern_clip_coef_ref(coef, sumsq, max_norm));
+                  kern_clip_coef_ref, coef, sumsq, max_norm);
 }
 
 void kern_clip_adamw(float *param, float *m, float *v, const float *grad, const float *coef, size_t n,
@@ -101,7 +108,7 @@ void kern_clip_adamw(float *param, float *m, float *v, const float *grad, const 
     kern_clip_cost(n, 3, &bytes, &flops);
     KERN_DISPATCH("clip_adamw", bytes, flops,
                   kern_clip_adamw_cuda(param, m, v, grad, coef, n, lr, beta1, beta2, eps, weight_decay, t, s),
-                  kern_clip_adamw_ref(param, m, v, grad, coef, n, lr, beta1, beta2, eps, weight_decay, t));
+                  kern_clip_adamw_ref, param, m, v, grad, coef, n, lr, beta1, beta2, eps, weight_decay, t);
 }
 
 void kern_clip_adamw_bf16(float *master, float *m, float *v, const uint16_t *grad, const float *coef,
@@ -112,6 +119,6 @@ void kern_clip_adamw_bf16(float *master, float *m, float *v, const uint16_t *gra
     KERN_DISPATCH("clip_adamw_bf16", bytes, flops,
                   kern_clip_adamw_bf16_cuda(master, m, v, grad, coef, param_out, n, lr, beta1, beta2, eps,
                                             weight_decay, t, s),
-                  kern_clip_adamw_bf16_ref(master, m, v, grad, coef, param_out, n, lr, beta1, beta2, eps,
-                                           weight_decay, t));
+                  kern_clip_adamw_bf16_ref, master, m, v, grad, coef, param_out, n, lr, beta1, beta2, eps,
+                                           weight_decay, t);
 }

@@ -36,13 +36,18 @@ void kern_embedding_cost(int T, int B, int C, int backward, double *bytes, doubl
     *flops = (backward ? 2.0 : 1.0) * rows * C;
 }
 
+KERN_THUNK(embedding_forward, kern_embedding_forward_ref,
+            float *, const int *, const float *, const float *, int, int, int, int)
+KERN_THUNK(embedding_backward, kern_embedding_backward_ref,
+            float *, float *, const float *, const int *, int, int, int, int)
+
 void kern_embedding_forward(float *out, const int *tokens, const float *wte, const float *wpe,
                             int T, int B, int C, int t0, pl_stream *s) {
     double bytes, flops;
     kern_embedding_cost(T, B, C, 0, &bytes, &flops);
     KERN_DISPATCH("embedding_fwd", bytes, flops,
                   kern_embedding_forward_cuda(out, tokens, wte, wpe, T, B, C, t0, s),
-                  kern_embedding_forward_ref(out, tokens, wte, wpe, T, B, C, t0));
+                  embedding_forward, out, tokens, wte, wpe, T, B, C, t0);
 }
 
 void kern_embedding_backward(float *dwte, float *dwpe, const float *dout, const int *tokens,
@@ -51,5 +56,5 @@ void kern_embedding_backward(float *dwte, float *dwpe, const float *dout, const 
     kern_embedding_cost(T, B, C, 1, &bytes, &flops);
     KERN_DISPATCH("embedding_bwd", bytes, flops,
                   kern_embedding_backward_cuda(dwte, dwpe, dout, tokens, T, B, C, t0, s),
-                  kern_embedding_backward_ref(dwte, dwpe, dout, tokens, T, B, C, t0));
+                  embedding_backward, dwte, dwpe, dout, tokens, T, B, C, t0);
 }

@@ -17,9 +17,11 @@ void kern_gather_cost(int n, int C, double *bytes, double *flops) {
     *flops = 0.0;
 }
 
+KERN_THUNK(gather_rows, kern_gather_rows_ref, float *, const float *, const int *, int, int)
+
 void kern_gather_rows(float *out, const float *src, const int *idx, int n, int C, pl_stream *s) {
     double bytes, flops;
     kern_gather_cost(n, C, &bytes, &flops);
     KERN_DISPATCH("gather_rows", bytes, flops, kern_gather_rows_cuda(out, src, idx, n, C, s),
-                  kern_gather_rows_ref(out, src, idx, n, C));
+                  gather_rows, out, src, idx, n, C);
 }

@@ -39,12 +39,15 @@ void kern_gelu_cost(size_t n, int backward, double *bytes, double *flops) {
     *flops = ((backward ? 18 : 8) + KERN_TRANSCENDENTAL) * (double)n;
 }
 
+KERN_THUNK(gelu_forward, kern_gelu_forward_ref, float *, const float *, size_t)
+KERN_THUNK(gelu_backward, kern_gelu_backward_ref, float *, const float *, const float *, size_t)
+
 void kern_gelu_forward(float *out, const float *in, size_t n, pl_stream *s) {
     double bytes, flops;
     kern_gelu_cost(n, 0, &bytes, &flops);
     KERN_DISPATCH("gelu_fwd", bytes, flops,
                   kern_gelu_forward_cuda(out, in, n, s),
-                  kern_gelu_forward_ref(out, in, n));
+                  gelu_forward, out, in, n);
 }
 
 void kern_gelu_backward(float *dx, const float *dy, const float *x, size_t n, pl_stream *s) {
@@ -52,5 +55,5 @@ void kern_gelu_backward(float *dx, const float *dy, const float *x, size_t n, pl
     kern_gelu_cost(n, 1, &bytes, &flops);
     KERN_DISPATCH("gelu_bwd", bytes, flops,
                   kern_gelu_backward_cuda(dx, dy, x, n, s),
-                  kern_gelu_backward_ref(dx, dy, x, n));
+                  gelu_backward, dx, dy, x, n);
 }

@@ -84,6 +84,13 @@ void kern_gqa_attention_cost(int n_tokens, int n_heads, int n_kv_heads, int head
     *flops = (4.0 * head_dim + 3.0 + KERN_TRANSCENDENTAL) * n_heads * a;
 }
 
+KERN_THUNK(kv_store, kern_kv_store_ref,
+            float *, float *, const float *, const float *, const int *, const int *, int, int, int,
+            int, int)
+KERN_THUNK(gqa_attention_forward, kern_gqa_attention_forward_ref,
+            float *, const float *, const float *, const float *, const int *, const int *, int,
+            int, int, int, int, int, float)
+
 void kern_kv_store(float *k_cache, float *v_cache, const float *k, const float *v,
                    const int *seq_id, const int *pos, int n_tokens, int n_kv_heads, int head_dim,
                    int n_seq_max, int n_ctx, pl_stream *s) {
@@ -92,8 +99,8 @@ void kern_kv_store(float *k_cache, float *v_cache, const float *k, const float *
     KERN_DISPATCH("kv_store", bytes, flops,
                   kern_kv_store_cuda(k_cache, v_cache, k, v, seq_id, pos, n_tokens, n_kv_heads, head_dim,
                                      n_seq_max, n_ctx, s),
-                  kern_kv_store_ref(k_cache, v_cache, k, v, seq_id, pos, n_tokens, n_kv_heads, head_dim,
-                                    n_seq_max, n_ctx));
+                  kv_store, k_cache, v_cache, k, v, seq_id, pos, n_tokens, n_kv_heads, head_dim,
+                  n_seq_max, n_ctx);
 }
 
 void kern_gqa_attention_forward(float *out, const float *q, const float *k_cache,
@@ -108,6 +115,6 @@ void kern_gqa_attention_forward(float *out, const float *q, const float *k_cache
     KERN_DISPATCH("gqa_attention_fwd", bytes, flops,
                   kern_gqa_attention_forward_cuda(out, q, k_cache, v_cache, seq_id, pos, n_tokens, n_heads,
                                                   n_kv_heads, head_dim, n_seq_max, n_ctx, scale, s),
-                  kern_gqa_attention_forward_ref(out, q, k_cache, v_cache, seq_id, pos, n_tokens, n_heads,
-                                                 n_kv_heads, head_dim, n_seq_max, n_ctx, scale));
+                  gqa_attention_forward, out, q, k_cache, v_cache, seq_id, pos, n_tokens, n_heads,
+                  n_kv_heads, head_dim, n_seq_max, n_ctx, scale);
 }

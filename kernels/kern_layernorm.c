@@ -68,6 +68,12 @@ void kern_layernorm_cost(int N, int C, int backward, double *bytes, double *flop
     *flops = backward ? 14.0 * nc : 8.0 * nc + KERN_TRANSCENDENTAL * N;
 }
 
+KERN_THUNK(layernorm_forward, kern_layernorm_forward_ref,
+            float *, float *, float *, const float *, const float *, const float *, int, int, float)
+KERN_THUNK(layernorm_backward, kern_layernorm_backward_ref,
+            float *, float *, float *, const float *, const float *, const float *, const float *,
+            const float *, int, int)
+
 void kern_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                             const float *weight, const float *bias, int N, int C, float eps,
                             pl_stream *s) {
@@ -75,7 +81,7 @@ void kern_layernorm_forward(float *out, float *mean, float *rstd, const float *i
     kern_layernorm_cost(N, C, 0, &bytes, &flops);
     KERN_DISPATCH("layernorm_fwd", bytes, flops,
                   kern_layernorm_forward_cuda(out, mean, rstd, inp, weight, bias, N, C, eps, s),
-                  kern_layernorm_forward_ref(out, mean, rstd, inp, weight, bias, N, C, eps));
+                  layernorm_forward, out, mean, rstd, inp, weight, bias, N, C, eps);
 }
 
 void kern_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
@@ -85,5 +91,5 @@ void kern_layernorm_backward(float *dinp, float *dweight, float *dbias, const fl
     kern_layernorm_cost(N, C, 1, &bytes, &flops);
     KERN_DISPATCH("layernorm_bwd", bytes, flops,
                   kern_layernorm_backward_cuda(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, s),
-                  kern_layernorm_backward_ref(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C));
+                  layernorm_backward, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
 }

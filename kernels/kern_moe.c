@@ -69,12 +69,17 @@ static int kept_for_cost(const int *slot, int n, pl_stream **s) {
     return pl_info()->device == PL_DEVICE_CUDA ? n : kept_of(slot, n);
 }
 
+/* what a deferred stream keeps of each CPU reference's arguments (kern_dispatch.h) */
+KERN_THUNK(kern_moe_scatter_ref, kern_moe_scatter_ref, float *, const float *, const int *, const float *, int, int, int)
+KERN_THUNK(kern_moe_gather_ref, kern_moe_gather_ref, float *, const float *, const int *, const float *, int, int, int)
+KERN_THUNK(kern_moe_rowdot_ref, kern_moe_rowdot_ref, float *, const float *, const float *, const int *, int, int, int)
+
 void kern_moe_scatter(float *rows, const float *x, const int *slot, const float *scale, int T, int k, int H,
                       pl_stream *s) {
     double bytes, flops;
     kern_moe_cost(0, T, k, H, kept_for_cost(slot, T * k, &s), &bytes, &flops);
     KERN_DISPATCH("moe_scatter", bytes, flops, kern_moe_scatter_cuda(rows, x, slot, scale, T, k, H, s),
-                  kern_moe_scatter_ref(rows, x, slot, scale, T, k, H));
+                  kern_moe_scatter_ref, rows, x, slot, scale, T, k, H);
 }
 
 void kern_moe_gather(float *out, const float *rows, const int *slot, const float *weight, int T, int k, int H,
@@ -82,7 +87,7 @@ void kern_moe_gather(float *out, const float *rows, const int *slot, const float
     double bytes, flops;
     kern_moe_cost(1, T, k, H, kept_for_cost(slot, T * k, &s), &bytes, &flops);
     KERN_DISPATCH("moe_gather", bytes, flops, kern_moe_gather_cuda(out, rows, slot, weight, T, k, H, s),
-                  kern_moe_gather_ref(out, rows, slot, weight, T, k, H));
+                  kern_moe_gather_ref, out, rows, slot, weight, T, k, H);
 }
 
 void kern_moe_rowdot(float *dot, const float *a, const float *rows, const int *slot, int T, int k, int H,
@@ -90,5 +95,5 @@ void kern_moe_rowdot(float *dot, const float *a, const float *rows, const int *s
     double bytes, flops;
     kern_moe_cost(2, T, k, H, kept_for_cost(slot, T * k, &s), &bytes, &flops);
     KERN_DISPATCH("moe_rowdot", bytes, flops, kern_moe_rowdot_cuda(dot, a, rows, slot, T, k, H, s),
-                  kern_moe_rowdot_ref(dot, a, rows, slot, T, k, H));
+                  kern_moe_rowdot_ref, dot, a, rows, slot, T, k, H);
 }

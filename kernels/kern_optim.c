@@ -42,13 +42,19 @@ void kern_optim_cost(size_t n, int adamw, double *bytes, double *flops) {
     *flops = adamw ? (14 + KERN_TRANSCENDENTAL) * (double)n : 5.0 * (double)n;
 }
 
+KERN_THUNK(optim_sgd, kern_optim_sgd_ref,
+            float *, float *, const float *, size_t, float, float, float)
+KERN_THUNK(optim_adamw, kern_optim_adamw_ref,
+            float *, float *, float *, const float *, size_t, float, float, float, float, float,
+            int)
+
 void kern_optim_sgd(float *param, float *mom, const float *grad, size_t n, float lr,
                     float momentum, float weight_decay, pl_stream *s) {
     double bytes, flops;
     kern_optim_cost(n, 0, &bytes, &flops);
     KERN_DISPATCH("sgd", bytes, flops,
                   kern_optim_sgd_cuda(param, mom, grad, n, lr, momentum, weight_decay, s),
-                  kern_optim_sgd_ref(param, mom, grad, n, lr, momentum, weight_decay));
+                  optim_sgd, param, mom, grad, n, lr, momentum, weight_decay);
 }
 
 void kern_optim_adamw(float *param, float *m, float *v, const float *grad, size_t n, float lr,
@@ -58,5 +64,5 @@ void kern_optim_adamw(float *param, float *m, float *v, const float *grad, size_
     kern_optim_cost(n, 1, &bytes, &flops);
     KERN_DISPATCH("adamw", bytes, flops,
                   kern_optim_adamw_cuda(param, m, v, grad, n, lr, beta1, beta2, eps, weight_decay, t, s),
-                  kern_optim_adamw_ref(param, m, v, grad, n, lr, beta1, beta2, eps, weight_decay, t));
+                  optim_adamw, param, m, v, grad, n, lr, beta1, beta2, eps, weight_decay, t);
 }

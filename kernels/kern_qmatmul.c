@@ -92,17 +92,21 @@ void kern_qget_rows_cost(int type, int n, int C, double *bytes, double *flops) {
     *flops = (type == KERN_Q4_1 ? 2.0 : 1.0) * n * (double)C;
 }
 
+/* what a deferred stream keeps of each CPU reference's arguments (kern_dispatch.h) */
+KERN_THUNK(kern_qmatmul_forward_cpu, kern_qmatmul_forward_cpu, float *, int, const float *, int, const void *, int, int, int, int)
+KERN_THUNK(kern_qget_rows_ref, kern_qget_rows_ref, float *, const void *, int, const int *, int, int)
+
 void kern_qmatmul_forward(float *y, int ldy, const float *x, int ldx, const void *W, int type, int n, int rows,
                           int cols, pl_stream *s) {
     double bytes, flops;
     kern_qmatmul_cost(type, n, rows, cols, &bytes, &flops);
     KERN_DISPATCH("qmatmul", bytes, flops, kern_qmatmul_forward_cuda(y, ldy, x, ldx, W, type, n, rows, cols, s),
-                  kern_qmatmul_forward_cpu(y, ldy, x, ldx, W, type, n, rows, cols));
+                  kern_qmatmul_forward_cpu, y, ldy, x, ldx, W, type, n, rows, cols);
 }
 
 void kern_qget_rows(float *out, const void *W, int type, const int *idx, int n, int C, pl_stream *s) {
     double bytes, flops;
     kern_qget_rows_cost(type, n, C, &bytes, &flops);
     KERN_DISPATCH("qget_rows", bytes, flops, kern_qget_rows_cuda(out, W, type, idx, n, C, s),
-                  kern_qget_rows_ref(out, W, type, idx, n, C));
+                  kern_qget_rows_ref, out, W, type, idx, n, C);
 }

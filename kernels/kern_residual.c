@@ -20,12 +20,16 @@ void kern_residual_cost(size_t n, int backward, double *bytes, double *flops) {
     *flops = (backward ? 2.0 : 1.0) * (double)n;
 }
 
+KERN_THUNK(residual_forward, kern_residual_forward_ref,
+            float *, const float *, const float *, size_t)
+KERN_THUNK(residual_backward, kern_residual_backward_ref, float *, float *, const float *, size_t)
+
 void kern_residual_forward(float *out, const float *a, const float *b, size_t n, pl_stream *s) {
     double bytes, flops;
     kern_residual_cost(n, 0, &bytes, &flops);
     KERN_DISPATCH("residual_fwd", bytes, flops,
                   kern_residual_forward_cuda(out, a, b, n, s),
-                  kern_residual_forward_ref(out, a, b, n));
+                  residual_forward, out, a, b, n);
 }
 
 void kern_residual_backward(float *da, float *db, const float *dout, size_t n, pl_stream *s) {
@@ -33,5 +37,5 @@ void kern_residual_backward(float *da, float *db, const float *dout, size_t n, p
     kern_residual_cost(n, 1, &bytes, &flops);
     KERN_DISPATCH("residual_bwd", bytes, flops,
                   kern_residual_backward_cuda(da, db, dout, n, s),
-                  kern_residual_backward_ref(da, db, dout, n));
+                  residual_backward, da, db, dout, n);
 }

@@ -36,11 +36,14 @@ void kern_rmsnorm_cost(int N, int C, double *bytes, double *flops) {
     *flops = 4.0 * nc + KERN_TRANSCENDENTAL * N;
 }
 
+KERN_THUNK(rmsnorm_forward, kern_rmsnorm_forward_ref,
+            float *, const float *, const float *, int, int, float)
+
 void kern_rmsnorm_forward(float *out, const float *inp, const float *weight, int N, int C,
                           float eps, pl_stream *s) {
     double bytes, flops;
     kern_rmsnorm_cost(N, C, &bytes, &flops);
     KERN_DISPATCH("rmsnorm_fwd", bytes, flops,
                   kern_rmsnorm_forward_cuda(out, inp, weight, N, C, eps, s),
-                  kern_rmsnorm_forward_ref(out, inp, weight, N, C, eps));
+                  rmsnorm_forward, out, inp, weight, N, C, eps);
 }

@@ -41,6 +41,8 @@ void kern_rope_cost(int n_tokens, int n_heads, int head_dim, double *bytes, doub
     *flops = 3.0 * n + 1.5 * KERN_TRANSCENDENTAL * (double)n_tokens * head_dim;
 }
 
+KERN_THUNK(rope_forward, kern_rope_forward_ref, float *, const int *, int, int, int, float)
+
 void kern_rope_forward(float *x, const int *pos, int n_tokens, int n_heads, int head_dim,
                        float theta, pl_stream *s) {
     double bytes, flops;
@@ -48,5 +50,5 @@ void kern_rope_forward(float *x, const int *pos, int n_tokens, int n_heads, int 
     kern_rope_cost(n_tokens, n_heads, head_dim, &bytes, &flops);
     KERN_DISPATCH("rope_fwd", bytes, flops,
                   kern_rope_forward_cuda(x, pos, n_tokens, n_heads, head_dim, theta, s),
-                  kern_rope_forward_ref(x, pos, n_tokens, n_heads, head_dim, theta));
+                  rope_forward, x, pos, n_tokens, n_heads, head_dim, theta);
 }

@@ -43,13 +43,17 @@ void kern_softmax_cost(int R, int T, int backward, double *bytes, double *flops)
     *flops = backward ? 5.0 * causal : (4 + KERN_TRANSCENDENTAL) * causal;
 }
 
+KERN_THUNK(softmax_forward, kern_softmax_forward_ref, float *, const float *, int, int, float)
+KERN_THUNK(softmax_backward, kern_softmax_backward_ref,
+            float *, const float *, const float *, int, int, float)
+
 void kern_softmax_forward(float *probs, const float *scores, int R, int T, float scale,
                           pl_stream *s) {
     double bytes, flops;
     kern_softmax_cost(R, T, 0, &bytes, &flops);
     KERN_DISPATCH("softmax_fwd", bytes, flops,
                   kern_softmax_forward_cuda(probs, scores, R, T, scale, s),
-                  kern_softmax_forward_ref(probs, scores, R, T, scale));
+                  softmax_forward, probs, scores, R, T, scale);
 }
 
 void kern_softmax_backward(float *dscores, const float *dprobs, const float *probs, int R, int T,
@@ -58,5 +62,5 @@ void kern_softmax_backward(float *dscores, const float *dprobs, const float *pro
     kern_softmax_cost(R, T, 1, &bytes, &flops);
     KERN_DISPATCH("softmax_bwd", bytes, flops,
                   kern_softmax_backward_cuda(dscores, dprobs, probs, R, T, scale, s),
-                  kern_softmax_backward_ref(dscores, dprobs, probs, R, T, scale));
+                  softmax_backward, dscores, dprobs, probs, R, T, scale);
 }

@@ -41,12 +41,17 @@ void kern_swiglu_cost(size_t n, double *bytes, double *flops) {
     *flops = (3.0 + KERN_TRANSCENDENTAL) * (double)n;
 }
 
+KERN_THUNK(swiglu_forward, kern_swiglu_forward_ref, float *, const float *, const float *, size_t)
+
+/* what a deferred stream keeps of each CPU reference's arguments (kern_dispatch.h) */
+KERN_THUNK(kern_swiglu_backward_ref, kern_swiglu_backward_ref, float *, float *, const float *, const float *, const float *, size_t)
+
 void kern_swiglu_forward(float *out, const float *gate, const float *up, size_t n, pl_stream *s) {
     double bytes, flops;
     kern_swiglu_cost(n, &bytes, &flops);
     KERN_DISPATCH("swiglu_fwd", bytes, flops,
                   kern_swiglu_forward_cuda(out, gate, up, n, s),
-                  kern_swiglu_forward_ref(out, gate, up, n));
+                  swiglu_forward, out, gate, up, n);
 }
 
 void kern_swiglu_backward_cost(size_t n, double *bytes, double *flops) {
@@ -61,5 +66,5 @@ void kern_swiglu_backward(float *dgate, float *dup, const float *dout, const flo
     kern_swiglu_backward_cost(n, &bytes, &flops);
     KERN_DISPATCH("swiglu_bwd", bytes, flops,
                   kern_swiglu_backward_cuda(dgate, dup, dout, gate, up, n, s),
-                  kern_swiglu_backward_ref(dgate, dup, dout, gate, up, n));
+                  kern_swiglu_backward_ref, dgate, dup, dout, gate, up, n);
 }

@@ -50,13 +50,17 @@ void kern_xent_cost(int N, int V, int backward, double *bytes, double *flops) {
     *flops = backward ? 2.0 * nv : (4 + KERN_TRANSCENDENTAL) * nv + KERN_TRANSCENDENTAL * N;
 }
 
+KERN_THUNK(xent_forward, kern_xent_forward_ref,
+            float *, float *, const float *, const int *, int, int)
+KERN_THUNK(xent_backward, kern_xent_backward_ref, float *, const float *, const int *, int, int)
+
 void kern_xent_forward(float *losses, float *probs, const float *logits, const int *targets,
                        int N, int V, pl_stream *s) {
     double bytes, flops;
     kern_xent_cost(N, V, 0, &bytes, &flops);
     KERN_DISPATCH("xent_fwd", bytes, flops,
                   kern_xent_forward_cuda(losses, probs, logits, targets, N, V, s),
-                  kern_xent_forward_ref(losses, probs, logits, targets, N, V));
+                  xent_forward, losses, probs, logits, targets, N, V);
 }
 
 void kern_xent_backward(float *dlogits, const float *probs, const int *targets, int N, int V,
@@ -65,5 +69,5 @@ void kern_xent_backward(float *dlogits, const float *probs, const int *targets, 
     kern_xent_cost(N, V, 1, &bytes, &flops);
     KERN_DISPATCH("xent_bwd", bytes, flops,
                   kern_xent_backward_cuda(dlogits, probs, targets, N, V, s),
-                  kern_xent_backward_ref(dlogits, probs, targets, N, V));
+                  xent_backward, dlogits, probs, targets, N, V);
 }

@@ -47,6 +47,8 @@ tap_run 1 120 $B/tests/test_gemm
 for np in 1 2 3 4 5 7; do tap_run "$np" 180 $B/tests/test_collectives; done
 for np in 1 2 4; do tap_run "$np" 60 $B/tests/test_streams; done
 for np in 1 2 3 4 8; do tap_run "$np" 120 $B/tests/test_sym; done
+for np in 1 2 3; do tap_run "$np" 60 $B/tests/test_races; done
+for np in 1 2; do tap_run "$np" 60 $B/tests/test_memcheck; done
 
 section "watchdog, crashes, traces, errors"
 for np in 2 3; do
@@ -76,6 +78,13 @@ timeout 60 $MPIRUN -np 2 $B/tests/test_sym bad-size >"$TMP/o" 2>"$TMP/e"
 rc=$?
 expect "symmetric memory: ranks asking for different sizes is a usage error (exit $rc)" \
     bash -c "[ $rc = 2 ] && grep -q '^error: pl_sym_malloc: ranks ask for different sizes' $TMP/e"
+for mode in slow slow-call slow-host; do # the verdict rests on progress: a rank that advances is no deadlock
+    wd=1; [ $mode = slow-call ] && wd=0.2
+    timeout 60 $MPIRUN -np 3 $B/tests/misbehave $mode --watchdog $wd >"$TMP/o" 2>"$TMP/e"
+    rc=$?
+    expect "watchdog: ranks waiting for a rank that still advances ($mode, watchdog $wd s) are not reported (exit $rc)" \
+        bash -c "[ $rc = 0 ] && ! grep -q 'waits in' $TMP/e"
+done
 timeout 60 $MPIRUN -np 2 $B/tests/misbehave crash >"$TMP/o" 2>"$TMP/e"
 rc=$?
 expect "crash: a segfaulting rank says 'crashed with signal 11' and the job fails (exit $rc)" \
@@ -139,6 +148,7 @@ if [ -n "$HAVE_NVCC" ]; then
     # The harness tests built against the cuda flavour run here on the cpu device.
     TAP_PREFIX="cuda build on the cpu device: " tap_run 2 120 build/cuda/tests/test_streams
     TAP_PREFIX="cuda build on the cpu device: " tap_run 3 180 build/cuda/tests/test_collectives
+    TAP_PREFIX="cuda build on the cpu device: " tap_run 2 120 build/cuda/tests/test_races
 else
     echo "# nvcc not found: cuda flavour not built (skipped, not counted)"
 fi

@@ -28,7 +28,19 @@ struct pl_stream {
     uint64_t issued;    /* asynchronous ops issued on this stream (cpu + mpi)     */
     uint64_t completed; /* ... and completed, in order                            */
     double completed_at;/* host time the last one completed                       */
+    bool async;         /* mpi on the cpu device: collectives on it stay in flight until
+                           drained (the comm stream; every stream when deferred)   */
+    /* Deferred streams (pl_defer.c): work queued and not yet run, oldest first.      */
+    struct pl_work *q_head, *q_tail;
+    uint64_t q_enq, q_done; /* items queued and items run, in order               */
+    double q_done_at;       /* host time the last one ran                          */
 };
+
+/* Communication on a communicator starts in the order it was issued, whatever order the
+ * deferred streams run in, so every rank matches its messages and collectives alike. */
+typedef struct pl_order {
+    uint64_t issued, posted;
+} pl_order;
 
 struct pl_event {
     void *native;      /* cudaEvent_t on cuda */
@@ -37,6 +49,7 @@ struct pl_event {
     double t;          /* cpu: time the stream passed the event, < 0 until then */
     int64_t trace_pos; /* the stream's last traced op when recorded (pl_trace_stream_pos) */
     bool recorded;
+    bool deferred;     /* recorded on a deferred stream: seq counts its queue      */
 };
 
 struct pl_comm {
@@ -44,6 +57,7 @@ struct pl_comm {
     void *mpi;     /* MPI_Comm (pointer-sized handle in Open MPI), owned by pl_comm.c */
     void *host;    /* a private duplicate of it for the harness's host collectives     */
     void *backend; /* ncclComm_t on nccl, NULL on mpi */
+    pl_order order; /* deferred streams: the issue order of its operations      */
 };
 
 typedef struct {
@@ -97,6 +111,11 @@ typedef struct {
     void (*alltoall)(const float *sb, float *rb, size_t n, pl_comm *c, pl_stream *s);
     /* Complete this stream's pending asynchronous operations (optional). */
     void (*drain)(pl_stream *s);
+    /* Deferred streams (optional; needed by PL_STREAMS=deferred): complete s's pending
+     * operations if they are all done, without blocking, and say whether they were; and
+     * end the outermost group leaving its operations pending on s. */
+    bool (*test)(pl_stream *s);
+    void (*group_post)(pl_stream *s);
     /* Check for asynchronous errors inside every wait loop (optional). */
     void (*poll)(void);
     /* Tear down after the watchdog fired, before the job is aborted (optional). */

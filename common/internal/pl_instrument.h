@@ -112,6 +112,10 @@ void pl_watchdog_disarm(void);
  * (a grader's player waiting on its referees, whose computing is no rank's progress); the
  * engine's timeout alone bounds them. */
 void pl_watchdog_quiet(int quiet);
+/* Progress the watchdog goes by: every op recorded or completed, message received and
+ * piece of deferred work run ticks. The grader's own long host work between harness calls
+ * may tick too, so ranks waiting for it are never taken for deadlocked. */
+void pl_progress_tick(void);
 
 #ifdef __cplusplus
 }

@@ -3,8 +3,10 @@
  * The harness is layered; each layer calls only the ones below it:
  *   runtime    pl_runtime.c                 info, logging, errors, abort
  *   instrument pl_trace.c, pl_memstat.c     records, counters, regions, clock, watchdog
- *   device     pl_device*.c(u)              memory, streams, events, GEMM
+ *   device     pl_device*.c(u), pl_defer.c, memory, streams, events, GEMM, deferred
+ *              pl_memguard.c                streams, allocation sites and red zones
  *   comm       pl_comm*.c(u)                communicators, p2p, collectives, host collectives
+ *                                           (pl_comm_defer.c: on deferred streams)
  *   top        pl_init.c, pl_check.c, pl_costmodel.c, pl_export.c, pl_rng.c
  * A lower layer that must reach a higher one at run time (the device layer completing the
  * cpu comm stream's pending operations; NVTX ranges; the watchdog aborting NCCL) is given a
@@ -13,10 +15,12 @@
 #ifndef PL_INTERNAL_H
 #define PL_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "pl_device.h"     // defines: pl_stream
+#include "pl_memcheck.h"   // defines: pl_alloc_info
 #include "pl_instrument.h" // defines: pl_trace_event
 
 #ifdef __cplusplus
@@ -25,12 +29,23 @@ extern "C" {
 
 /* -- instrument ---------------------------------------------------------------------- */
 void pl_trace_start_clock(void);
-/* Index of the event just recorded, and a way to close it when an async op completes. */
+/* Position of the event just recorded (since pl_init; (size_t)-1 when the record is
+ * full), a way to close it when an async op completes, and to set both its times when
+ * deferred work runs (t_end < 0: still open). Positions cleared away are ignored. */
 size_t pl_trace_record_open(const pl_trace_event *e);
-void pl_trace_close(size_t index, double t_end);
+void pl_trace_close(size_t pos, double t_end);
+void pl_trace_retime(size_t pos, double t_start, double t_end);
+/* The watchdog's evidence that this rank advances (pl_progress_tick, pl_instrument.h), on
+ * a board of 2 * nranks words that pl_init shares between the ranks of a node; `busy`
+ * marks a long call (a GEMM, a kernel) in progress. */
+void pl_progress_busy(int busy);
+void pl_watchdog_set_board(volatile uint64_t *slots, int nranks, int mine);
 void pl_trace_set_region_hooks(void (*begin)(const char *name), void (*end)(void));
-void pl_mem_track_alloc(void *p, size_t bytes);
-void pl_mem_track_free(void *p);
+/* Allocations (pl_memcheck.h): a new one (its serial is assigned here), one freed (its
+ * entry into *out; false when p was never allocated), and each live one in turn. */
+void pl_mem_track_alloc(const pl_alloc_info *a);
+bool pl_mem_track_free(const void *p, pl_alloc_info *out);
+void pl_mem_each(void (*fn)(pl_alloc_info *a, void *ctx), void *ctx);
 void pl_mem_reset_peak(void);
 void pl_watchdog_start(void);
 /* poll: called in every wait loop (NCCL's asynchronous errors); abort_comm: called before
@@ -51,6 +66,15 @@ void pl_set_world_local(int rank, int world);
 /* -- comm ---------------------------------------------------------------------------- */
 void pl_comm_setup_world(void);
 void pl_comm_teardown(void);
+/* Deferred streams (pl_comm_defer.c): a collective queued instead of issued (false when
+ * the streams are eager), a send or receive added to the open group, the outermost group
+ * ended. */
+bool pl_comm_defer_coll(pl_op_kind kind, const float *sb, float *rb, size_t n, pl_op op, int root,
+                        pl_comm *c, pl_stream *s, size_t trace);
+void pl_comm_defer_p2p(bool is_send, float *buf, size_t count, int peer, pl_comm *c, pl_stream *s,
+                       size_t trace);
+void pl_comm_defer_group_end(void);
+void pl_comm_defer_teardown(void);
 /* The comm backend counts what it hands to MPI / NCCL (pl_wire, pl_instrument.h). */
 void pl_wire_p2p(int is_send, uint64_t bytes);
 void pl_wire_coll(uint64_t bytes);

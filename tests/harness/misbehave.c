@@ -4,10 +4,16 @@
  *   hang:     rank 0 never enters the exchange; the others wait for it
  *   trace:    a little traffic and a region, with --trace FILE
  *   mismatch: a send of 1024 floats matched by a receive of 256
- *   stuck-collective: rank 0 spins while the others wait in pl_allreduce */
+ *   stuck-collective: rank 0 spins while the others wait in pl_allreduce
+ *   slow:     rank 0 advances in small steps for three watchdog periods, then sends; the
+ *             others wait for it in pl_recv (progress: no deadlock)
+ *   slow-call: rank 0 is inside one GEMM far longer than the watchdog period, then sends
+ *   slow-host: rank 0 computes on the host, outside the harness, for two watchdog periods
+ *             (as the grader's own checks may), then sends */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "pl.h"
 
@@ -45,6 +51,32 @@ int main(int argc, char **argv) {
         /* the others block inside a blocking library collective: the watchdog thread */
         if (me == 0) for (;;) {}
         pl_allreduce(buf, buf, 1024, PL_SUM, pl_comm_world(), NULL);
+    } else if (!strcmp(argv[1], "slow") || !strcmp(argv[1], "slow-call") || !strcmp(argv[1], "slow-host")) {
+        if (me == 0 && !strcmp(argv[1], "slow-host")) {
+            volatile double x = 0;
+            for (double until = pl_now() + 2 * pl_info()->watchdog_sec; pl_now() < until;)
+                for (int i = 0; i < 100000; i++) x += 1e-9 * i;
+        } else if (me == 0 && !strcmp(argv[1], "slow")) {
+            double until = pl_now() + 3 * pl_info()->watchdog_sec;
+            struct timespec nap = {0, 50000000};
+            while (pl_now() < until) {
+                pl_fill(buf, 2, 1024, NULL); /* a little harness work, then a pause */
+                pl_stream_sync(NULL);
+                nanosleep(&nap, NULL);
+            }
+        } else if (me == 0) {
+            enum { G = 3072 };
+            float *a = pl_malloc_floats((size_t)G * G), *c = pl_malloc_floats((size_t)G * G);
+            pl_fill(a, 1, (size_t)G * G, NULL);
+            double t0 = pl_now();
+            pl_gemm(false, false, G, G, G, 1, a, G, a, G, 0, c, G, NULL);
+            pl_stream_sync(NULL);
+            pl_log("one GEMM took %.1f s (watchdog %.1f s)", pl_now() - t0, pl_info()->watchdog_sec);
+            pl_free(a);
+            pl_free(c);
+        }
+        if (n > 1 && me == 0) for (int r = 1; r < n; r++) pl_send(buf, 1024, r, pl_comm_world(), NULL);
+        if (me != 0) pl_recv(buf, 1024, 0, pl_comm_world(), NULL);
     } else if (!strcmp(argv[1], "mismatch")) {
         /* a send and its receive that disagree on the count */
         if (n > 1 && me == 0) pl_send(buf, 1024, 1, pl_comm_world(), NULL);
