@@ -19,6 +19,7 @@
 
 #include "confine.h"
 #include "pl_internal.h" // defines: pl_mem_reset_peak
+#include "pl_memcheck.h" // defines: pl_mem_mark, pl_mem_check_guards, pl_mem_leak_report
 #include "runner.h"
 
 static unsigned char *g_region;
@@ -27,6 +28,7 @@ static slot_table g_slots;  /* the case's slots, as the referee published them  
 static drv_case g_case;     /* the case being played                                  */
 static drv_instance g_inst;
 static bool g_cuda;         /* device buffers are not the region: copy in and out     */
+static uint64_t g_mark;     /* allocations from here on are the case's (pl_mem_mark)  */
 
 /* ================================================================================== */
 /* Slots as device buffers                                                            */
@@ -181,8 +183,10 @@ static void on_play(void) {
     pl_device_sync();
     pl_mem_reset_peak();
     r.mem_before = (int64_t)pl_mem_in_use();
+    g_mark = pl_mem_mark();
     drv_measure(play_fn, &g_case, &r.m);
     r.mem_peak = (int64_t)pl_mem_peak();
+    pl_mem_check_guards(r.guards, sizeof r.guards);
     pl_wire_get(&w1);
     r.wire = (pl_wire){w1.p2p_bytes_sent - w0.p2p_bytes_sent, w1.p2p_msgs_sent - w0.p2p_msgs_sent,
                        w1.p2p_bytes_recv - w0.p2p_bytes_recv, w1.p2p_msgs_recv - w0.p2p_msgs_recv,
@@ -205,7 +209,12 @@ static void on_go(uint32_t which) {
 static void on_release(void) {
     if (g_inst.test && g_inst.test->release) g_inst.test->release(&g_case);
     pl_device_sync();
-    report()->mem_after = (int64_t)pl_mem_in_use();
+    wire_report *r = report();
+    r->mem_after = (int64_t)pl_mem_in_use();
+    memset(r->guards, 0, sizeof r->guards);
+    memset(r->leaks, 0, sizeof r->leaks);
+    pl_mem_check_guards(r->guards, sizeof r->guards);
+    pl_mem_leak_report(g_mark, r->leaks, sizeof r->leaks);
     slots_free();
     free(g_case.state);
     g_case.state = NULL;

@@ -336,6 +336,7 @@ static void run_case(const drv_instance *in, int index) {
         play(&c);
         slots_read_report(&c);
         slots_verify(&c, "the call");
+        check_guards(&c, "the call");
     }
     if (t->check) t->check(&c);
     if (t->model) {
@@ -352,10 +353,10 @@ static void run_case(const drv_instance *in, int index) {
         wire_report r;
         memcpy(&r, &((const wire_header *)g_ref.region)->report, sizeof r);
         c.mem_after = r.mem_after;
-        if (drv_max(md.no_leak) > 0) {
-            check_leak(&c);
-            gather_verdict(&c);
-        }
+        r.leaks[sizeof r.leaks - 1] = '\0';
+        bool guards_bad = check_guards(&c, "the case's free/teardown calls");
+        if (drv_max(md.no_leak) > 0) check_leak(&c, r.leaks);
+        if (drv_max(md.no_leak) > 0 || drv_max(guards_bad) > 0) gather_verdict(&c);
     }
     emit(&c);
     if (g_lab->after_case) g_lab->after_case(&c);

@@ -46,7 +46,8 @@ void case_begin(drv_case *c);            /* fields record */
 void case_end(drv_case *c);
 void gather_verdict(drv_case *c);
 void apply_model(drv_case *c, const drv_model *md);
-void check_leak(drv_case *c);
+void check_leak(drv_case *c, const char *sites);
+bool check_guards(drv_case *c, const char *when);
 const char *verdict_name(drv_verdict v);
 uint64_t hand_seed(void);
 

@@ -263,15 +263,28 @@ void apply_model(drv_case *c, const drv_model *md) {
 }
 
 /* Device memory the student's code allocated and did not free: what the player had in use
- * after release() against before play() (its own accounting). */
-void check_leak(drv_case *c) {
+ * after release() against before play() (its own accounting), with the allocation sites
+ * it names. */
+void check_leak(drv_case *c, const char *sites) {
     double leaked = (double)(c->mem_after - c->mem_before);
     double worst = drv_max(leaked);
     if (worst > 0 && leaked > 0)
-        drv_fail(c, "leaked %.0f bytes of device memory (pl_mem_in_use after the free/teardown calls, against "
-                    "before the first call)", leaked);
+        drv_fail(c, "leaked %.0f bytes of device memory after the free/teardown calls%s%s", leaked,
+                 sites && sites[0] ? ": " : "", sites ? sites : "");
     else if (worst > 0)
         drv_fail(c, "device memory leaked on another rank");
+}
+
+/* Red zones of the student's own allocations (pl_malloc in checked mode), as the player's
+ * harness found them: a write outside one is a wrong result, named with its site. */
+bool check_guards(drv_case *c, const char *when) {
+    char guards[sizeof ((wire_report *)0)->guards];
+    memcpy(guards, ((const wire_header *)g_ref.region)->report.guards, sizeof guards);
+    guards[sizeof guards - 1] = '\0';
+    for (char *p = guards; *p; p++)
+        if (*p == '\n') *p = ';';
+    if (guards[0]) drv_fail(c, "%s: %s", when, guards);
+    return guards[0] != '\0';
 }
 
 /* ================================================================================== */

@@ -43,6 +43,8 @@ typedef struct {
     pl_metrics m;
     pl_wire wire;
     int64_t mem_before, mem_after, mem_peak;
+    char guards[320]; /* red zones of pl_malloc damaged during play() or release() (checked mode) */
+    char leaks[256];  /* allocations made in play() and still live after release(), with sites  */
 } wire_report;
 
 typedef struct {
