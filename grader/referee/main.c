@@ -167,11 +167,35 @@ static char **player_env(void) {
     return env;
 }
 
+/* What the lab's init() added to the player's command line (drv_player_arg). */
+#define PLAYER_ARGS_MAX 8
+static char *g_player_extra[PLAYER_ARGS_MAX];
+static int g_player_nextra;
+
+void drv_player_arg(const char *arg) {
+    PL_CHECK(g_player_nextra < PLAYER_ARGS_MAX, "more than 8 arguments added to the player's command line");
+    g_player_extra[g_player_nextra] = strdup(arg);
+    PL_CHECK(g_player_extra[g_player_nextra] != NULL, "out of host memory");
+    g_player_nextra++;
+}
+
+/* args (NULL-terminated) followed by the lab's additions; args itself is kept. */
+static char **with_extra_args(char **args) {
+    int n = 0;
+    while (args[n]) n++;
+    char **all = calloc((size_t)n + g_player_nextra + 1, sizeof *all);
+    PL_CHECK(all != NULL, "out of host memory");
+    memcpy(all, args, (size_t)n * sizeof *all);
+    for (int i = 0; i < g_player_nextra; i++) all[n + i] = g_player_extra[i];
+    return all;
+}
+
 static void spawn_player(char **args) {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
         pl_fatal(__FILE__, __LINE__, "socketpair", strerror(errno));
     char *path = player_path();
+    args = with_extra_args(args);
     args[0] = path;
     char **env = player_env();
     fflush(stdout);
@@ -197,6 +221,7 @@ static void spawn_player(char **args) {
         _exit(PL_EXIT_FATAL);
     }
     free(env);
+    free(args); /* the array with_extra_args made */
     close(sv[1]);
     g_ref.ctl_fd = sv[0];
     g_ref.player = pid;

@@ -274,6 +274,10 @@ void drv_slots_repoison(drv_case *c);
 /* Fill `bytes` bytes with the poison (the quiet NaN 0x7FC0DEAD, word by word): the parts of
  * an INOUT slot the player must write. */
 void drv_poison_host(void *p, size_t bytes);
+/* In init(): one argument for the player's command line, after the user's (the player
+ * parses it with the lab's flags): what the referee decided before its player exists, e.g.
+ * the path of a data file it wrote or resolved. At most 8. */
+void drv_player_arg(const char *arg);
 /* A random value the players cannot predict (graded) or a fixed sequence (by hand): which
  * elements a spot check looks at. */
 uint64_t drv_unpredictable(void);
