@@ -117,8 +117,8 @@ LIB_C      := $(wildcard $(addsuffix /*.c,$(LIB_DIRS)))
 LIB_CU     := $(wildcard $(addsuffix /*.cu,$(LIB_DIRS)))
 LIB_H      := $(wildcard $(addsuffix /*.h,$(LIB_DIRS)) $(addsuffix /internal/*.h,$(LIB_DIRS)))
 COMMON_H   := $(LIB_H)
-CPU_OBJ    := $(LIB_C:%.c=$(B)/cpu/obj/%.o) $(B)/cpu/driver.o
-CUDA_OBJ   := $(LIB_C:%.c=$(B)/cuda/obj/%.o) $(B)/cuda/driver.o \
+CPU_OBJ    := $(LIB_C:%.c=$(B)/cpu/obj/%.o)
+CUDA_OBJ   := $(LIB_C:%.c=$(B)/cuda/obj/%.o) \
               $(patsubst %.cu,$(B)/cuda/obj/%.cu.o,$(filter-out $(if $(HAVE_NCCL),,common/pl_comm_nccl.cu) \
                 $(if $(HAVE_NVSHMEM),,common/pl_sym_nvshmem.cu),$(LIB_CU)))
 ENGINE     := $(B)/tools/pl-grade
@@ -182,10 +182,6 @@ $(B)/cuda/obj/%.cu.o: %.cu $(COMMON_H) $(wildcard kernels/internal/*.cuh)
 # The vectorised quantised products: -O3 vectorises them, -ffp-contract=fast makes FMAs
 # (-Wno-psabi: GCC notes that its 32-byte vectors pass differently without AVX; all static).
 $(B)/cpu/obj/kernels/kern_qmatmul_cpu.o $(B)/cuda/obj/kernels/kern_qmatmul_cpu.o: CFLAGS += -O3 -ffp-contract=fast -Wno-psabi
-$(B)/%/driver.o: grader/driver.c grader/driver.h grader/siphash.h $(COMMON_H)
-	@mkdir -p $(@D)
-	$(call say,CC,$@)
-	$(Q)$(MPICC) $(CFLAGS) $(if $(filter cuda,$*),$(CUDA_CFLAGS)) -c $< -o $@
 
 # What a student's lab files may call: the functions of the public headers.
 $(B)/public.syms: grader/tools/public-symbols.sh $(LIB_H)
@@ -204,10 +200,10 @@ $(CLASS_TOOL): $(CLASS_SRC) grader/class.h
 	$(call say,CC,$@)
 	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -D_GNU_SOURCE $(CLASS_SRC) -lcjson -lm -o $@
 
-# One driver binary: the lab's driver (grader/drivers/labNN*.c) linked with the student's
-# lab files, which grader/tools/student-object.sh compiles with the public headers only,
-# checks (no MPI/NCCL/CUDA, no internal harness call, no process/file/socket call, no
-# constructor) and merges into one object whose only global symbols are the lab's API.
+# A lab's two programs (grader/runner/driver.h): the referee, and the player linked with the
+# student's lab files, which grader/tools/student-object.sh compiles with the public headers
+# only, checks by allow-lists (calls, sections) and merges into one object whose only global
+# symbols are the lab's API (grader/api/).
 #   make driver LAB=01-collectives SRC=labs/01-collectives BIN=build/cpu/labs/lab01 FLAVOR=cpu
 ifdef BIN
 ifneq ($(findstring %,$(BIN)),)
@@ -221,7 +217,6 @@ $(BIN).o: $(DRV_SRC) $(wildcard labs/$(LAB)/*.h) $(B)/public.syms $(DRV_API) gra
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
 	$(Q)PL_SANITIZE_CFLAGS="$(SAN_FLAGS)" grader/tools/student-object.sh $@ $(B)/public.syms $(DRV_API) -- $(STUDENT_CC) -- $(DRV_SRC)
-ifneq ($(wildcard grader/cases/lab$(DRV_NUM).c),)
 # The lab's API: the global functions the kit's untouched starter defines (grader/api/),
 # never what the submission defines.
 $(DRV_API): grader/api/$(LAB).syms
@@ -256,24 +251,6 @@ $(BIN).player: $(DRV_DIR)/player.drv.o $(BIN).o $(B)/$(FLAVOR)/libparalab.a
 	@mkdir -p $(@D)
 	$(call say,LINK,$@)
 	$(Q)$(MPICC) $(DRV_DIR)/player.drv.o $(BIN).o $(B)/$(FLAVOR)/libparalab.a $(LDLIBS) $(if $(filter cuda,$(FLAVOR)),$(CUDA_LDLIBS)) -o $@
-else
-DRV_MAIN := $(wildcard grader/drivers/lab$(DRV_NUM).c grader/drivers/lab$(DRV_NUM)_*.c)
-# The lab's API: the global functions the untouched starter defines.
-$(DRV_API): $(wildcard labs/$(LAB)/*.c labs/$(LAB)/*.h)
-	@mkdir -p $(@D)
-	$(Q)for f in $(wildcard labs/$(LAB)/*.c); do $(STUDENT_CC) -c $$f -o $@.o && nm -g --defined-only --format=posix $@.o | awk '{print $$1}'; done > $@.tmp; \
-	  rm -f $@.o; mv $@.tmp $@
-# The driver: one object whose only globals are main and the kit's functions for the student.
-$(BIN).drv.o: $(DRV_MAIN) $(wildcard grader/drivers/*.h labs/$(LAB)/*.h) $(COMMON_H) grader/driver.h grader/tools/driver-object.sh
-	@mkdir -p $(@D)
-	$(call say,CC,$@)
-	$(Q)grader/tools/driver-object.sh $@ labs/$(LAB) -- $(MPICC) $(CFLAGS) -Ilabs/$(LAB) \
-	  $(if $(filter cuda,$(FLAVOR)),$(CUDA_CFLAGS) -I$(CUDA_HOME)/include) -- $(DRV_MAIN)
-$(BIN): $(BIN).drv.o $(BIN).o $(B)/$(FLAVOR)/libparalab.a
-	@mkdir -p $(@D)
-	$(call say,LINK,$@)
-	$(Q)$(MPICC) $(BIN).drv.o $(BIN).o $(B)/$(FLAVOR)/libparalab.a $(LDLIBS) $(if $(filter cuda,$(FLAVOR)),$(CUDA_LDLIBS)) -o $@
-endif
 driver: $(BIN)
 endif
 

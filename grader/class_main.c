@@ -167,8 +167,9 @@ static void hash_grader(class_run *cr)
     // label (what it is, stable wherever the kit or the hidden directory lies) and path
     slist labels = {0}, files = {0};
     const char *fixed[][2] = {{"pl-class", "/proc/self/exe"}, {"pl-grade", cr->engine}, {"rubric", cr->rubric},
-                              {"driver.c", "grader/driver.c"}, {"driver.h", "grader/driver.h"},
-                              {"Makefile", "Makefile"}, {"public.syms", "build/public.syms"}};
+                              {"Makefile", "Makefile"}, {"public.syms", "build/public.syms"},
+                              {"allowed-calls.txt", "grader/tools/allowed-calls.txt"},
+                              {"student-object.sh", "grader/tools/student-object.sh"}};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
         slist_push(&labels, fixed[i][0]);
         slist_push(&files, fixed[i][1]);
@@ -180,12 +181,21 @@ static void hash_grader(class_run *cr)
         slist_push_own(&files, xasprintf("%s/%s.rubric", cr->hidden, cr->lab));
     }
     slist found = {0};
-    DIR *d = opendir("grader/drivers");
+    // the case runner's own files, and the lab's case table, referee and player halves
+    static const char *const runner_dirs[] = {"grader/runner", "grader/referee", "grader/player", "grader/cases"};
+    DIR *d;
     struct dirent *e;
-    while (d && (e = readdir(d)))
-        if (!strncmp(e->d_name, "lab", 3) && !strncmp(e->d_name + 3, num, 2))
-            slist_push_own(&found, xasprintf("grader/drivers/%s", e->d_name));
-    if (d) closedir(d);
+    for (size_t k = 0; k < sizeof runner_dirs / sizeof runner_dirs[0]; k++) {
+        d = opendir(runner_dirs[k]);
+        while (d && (e = readdir(d))) {
+            size_t n = strlen(e->d_name);
+            bool source = n > 2 && (!strcmp(e->d_name + n - 2, ".c") || !strcmp(e->d_name + n - 2, ".h"));
+            bool other_lab = !strncmp(e->d_name, "lab", 3) && strncmp(e->d_name + 3, num, 2);
+            if (source && !other_lab) slist_push_own(&found, xasprintf("%s/%s", runner_dirs[k], e->d_name));
+        }
+        if (d) closedir(d);
+    }
+    slist_push_own(&found, xasprintf("grader/api/%s.syms", cr->lab));
     char *labdir = xasprintf("labs/%s", cr->lab);
     d = opendir(labdir);
     while (d && (e = readdir(d)))

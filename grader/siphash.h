@@ -3,7 +3,7 @@
  * protocol"). The engine makes a fresh 128-bit key per driver run; the driver signs, the
  * engine checks, so a line written into the channel by anything that does not hold the key
  * - a student's code that found the socket's file descriptor, say - is not a record.
- * Shared by the driver (grader/driver.c), the engine (grader/engine_protocol.c) and the
+ * Shared by the referee (grader/referee/), the engine (grader/engine_protocol.c) and the
  * engine's test driver; static inline, so each includes its own copy. */
 #ifndef PL_SIPHASH_H
 #define PL_SIPHASH_H

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# driver-object.sh - compile a lab's driver (grader/drivers/labNN*.c) into one object whose
+# driver-object.sh - compile a lab's player half (the runner's files, grader/cases/labNN*.c and
+# grader/player/labNN*.c) into one object whose
 # only global symbols are main and the functions the kit gives the student (those of its
 # definitions that the lab's headers name), so that a student's file cannot reach the
 # driver's own state (its flags, its profile, its verdicts) by declaring it extern.
