@@ -266,8 +266,13 @@ void pl_allgather_bf16(const uint16_t *sb, uint16_t *rb, size_t n, pl_comm *c, p
     check_bufs(sb, rb, n * (size_t)c->size, "pl_allgather_bf16");
     if (!pl_cb->allgather_bf16) pl_fatal(__FILE__, __LINE__, "pl_allgather_bf16", "this comm backend has no bf16 collectives");
     uint64_t before = s->issued;
+    /* not deferrable (a bf16 collective has no staging of its own): on deferred streams it
+     * runs now, once everything queued before it has run (the order a GPU could give it) */
+    if (pl_streams_deferred()) pl_device_sync();
+    s = pl_stream_ready(s);
     begin_coll(PL_OP_ALLGATHER, -1, (uint64_t)n * 2 * c->size, c, s, "pl_allgather_bf16");
     pl_cb->allgather_bf16(sb, rb, n, c, s);
+    if (pl_streams_deferred()) pl_stream_ready(s); /* ... and completes before anything queued after it */
     end_coll(s, before);
 }
 
@@ -278,8 +283,11 @@ void pl_reduce_scatter_bf16(const uint16_t *sb, uint16_t *rb, size_t n, pl_op op
         pl_fatal(__FILE__, __LINE__, "pl_reduce_scatter_bf16", "this comm backend has no bf16 collectives");
     if (op == PL_MAX) pl_fatal(__FILE__, __LINE__, "pl_reduce_scatter_bf16", "bf16 reductions are PL_SUM or PL_AVG");
     uint64_t before = s->issued;
+    if (pl_streams_deferred()) pl_device_sync(); /* as pl_allgather_bf16 */
+    s = pl_stream_ready(s);
     begin_coll(PL_OP_REDUCE_SCATTER, -1, (uint64_t)n * 2 * c->size, c, s, "pl_reduce_scatter_bf16");
     pl_cb->reduce_scatter_bf16(sb, rb, n, op, c, s);
+    if (pl_streams_deferred()) pl_stream_ready(s);
     end_coll(s, before);
 }
 

@@ -146,23 +146,31 @@ static char *player_path(void) {
  * which the player may not call) and its shared-memory segments made with System V calls
  * (a segment made while the student's code runs, an MPI_Win_allocate_shared of pl_sym_malloc,
  * would otherwise be a file to open in /dev/shm: the play filter allows private System V
- * segments instead, grader/runner/confine.c). */
+ * segments instead, grader/runner/confine.c). A graded run also turns on the harness's
+ * checks (docs/harness.md): deferred streams on the cpu device, so that a missing wait or a
+ * wrong stream gives a wrong result as it would on a GPU, and red zones around every
+ * pl_malloc. */
 static char **player_env(void) {
     size_t n = 0;
     while (environ[n]) n++;
-    char **env = calloc(n + 3, sizeof *env);
+    char **env = calloc(n + 5, sizeof *env);
     PL_CHECK(env != NULL, "out of host memory");
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         if (!strncmp(environ[i], "PL_RESULTS_", 11) || !strncmp(environ[i], "PL_SEED=", 8) ||
             (g_ref.graded && !strncmp(environ[i], "PL_NO_SECCOMP=", 14)) ||
             !strncmp(environ[i], "OMPI_MCA_btl_vader_single_copy_mechanism=", 41) ||
-            !strncmp(environ[i], "OMPI_MCA_shmem=", 15))
+            !strncmp(environ[i], "OMPI_MCA_shmem=", 15) ||
+            (g_ref.graded && (!strncmp(environ[i], "PL_STREAMS=", 11) || !strncmp(environ[i], "PL_CHECKED=", 11))))
             continue;
         env[k++] = environ[i];
     }
     env[k++] = "OMPI_MCA_btl_vader_single_copy_mechanism=none";
     env[k++] = "OMPI_MCA_shmem=sysv";
+    if (g_ref.graded) {
+        env[k++] = "PL_STREAMS=deferred";
+        env[k++] = "PL_CHECKED=1";
+    }
     env[k] = NULL;
     return env;
 }
