@@ -187,11 +187,12 @@ static void end_coll(pl_stream *s, uint64_t issued_before) {
     pl_comm_current_event = (size_t)-1;
 }
 
-/* Deferred streams: queue the collective (its record stays open until it completes). */
-static bool deferred(pl_op_kind kind, const float *sb, float *rb, size_t n, pl_op op, int root,
+/* Deferred streams: queue the collective, of es-byte elements (its record stays open until
+ * it completes). */
+static bool deferred(pl_op_kind kind, const void *sb, void *rb, size_t n, size_t es, pl_op op, int root,
                      pl_comm *c, pl_stream *s) {
     size_t ev = pl_comm_current_event;
-    if (!pl_comm_defer_coll(kind, sb, rb, n, op, root, c, s, ev)) return false;
+    if (!pl_comm_defer_coll(kind, sb, rb, n, es, op, root, c, s, ev)) return false;
     pl_comm_current_event = (size_t)-1;
     return true;
 }
@@ -203,7 +204,7 @@ void pl_allreduce(const float *sb, float *rb, size_t n, pl_op op, pl_comm *c, pl
     check_bufs(sb, rb, n, "pl_allreduce");
     uint64_t before = s->issued;
     begin_coll(PL_OP_ALLREDUCE, -1, COLL_BYTES(n), c, s, "pl_allreduce");
-    if (deferred(PL_OP_ALLREDUCE, sb, rb, n, op, -1, c, s)) return;
+    if (deferred(PL_OP_ALLREDUCE, sb, rb, n, sizeof(float), op, -1, c, s)) return;
     pl_cb->allreduce(sb, rb, n, op, c, s);
     end_coll(s, before);
 }
@@ -213,7 +214,7 @@ void pl_allgather(const float *sb, float *rb, size_t n, pl_comm *c, pl_stream *s
     check_bufs(sb, rb, n * (size_t)c->size, "pl_allgather");
     uint64_t before = s->issued;
     begin_coll(PL_OP_ALLGATHER, -1, COLL_BYTES(n) * c->size, c, s, "pl_allgather");
-    if (deferred(PL_OP_ALLGATHER, sb, rb, n, PL_SUM, -1, c, s)) return;
+    if (deferred(PL_OP_ALLGATHER, sb, rb, n, sizeof(float), PL_SUM, -1, c, s)) return;
     pl_cb->allgather(sb, rb, n, c, s);
     end_coll(s, before);
 }
@@ -223,7 +224,7 @@ void pl_reduce_scatter(const float *sb, float *rb, size_t n, pl_op op, pl_comm *
     check_bufs(sb, rb, n * (size_t)c->size, "pl_reduce_scatter");
     uint64_t before = s->issued;
     begin_coll(PL_OP_REDUCE_SCATTER, -1, COLL_BYTES(n) * c->size, c, s, "pl_reduce_scatter");
-    if (deferred(PL_OP_REDUCE_SCATTER, sb, rb, n, op, -1, c, s)) return;
+    if (deferred(PL_OP_REDUCE_SCATTER, sb, rb, n, sizeof(float), op, -1, c, s)) return;
     pl_cb->reduce_scatter(sb, rb, n, op, c, s);
     end_coll(s, before);
 }
@@ -234,7 +235,7 @@ void pl_broadcast(const float *sb, float *rb, size_t n, int root, pl_comm *c, pl
     check_bufs(c->rank == root ? sb : rb, rb, n, "pl_broadcast");
     uint64_t before = s->issued;
     begin_coll(PL_OP_BROADCAST, root, COLL_BYTES(n), c, s, "pl_broadcast");
-    if (deferred(PL_OP_BROADCAST, sb, rb, n, PL_SUM, root, c, s)) return;
+    if (deferred(PL_OP_BROADCAST, sb, rb, n, sizeof(float), PL_SUM, root, c, s)) return;
     pl_cb->broadcast(sb, rb, n, root, c, s);
     end_coll(s, before);
 }
@@ -245,7 +246,7 @@ void pl_reduce(const float *sb, float *rb, size_t n, pl_op op, int root, pl_comm
     check_bufs(sb, c->rank == root ? rb : sb, n, "pl_reduce");
     uint64_t before = s->issued;
     begin_coll(PL_OP_REDUCE, root, COLL_BYTES(n), c, s, "pl_reduce");
-    if (deferred(PL_OP_REDUCE, sb, rb, n, op, root, c, s)) return;
+    if (deferred(PL_OP_REDUCE, sb, rb, n, sizeof(float), op, root, c, s)) return;
     pl_cb->reduce(sb, rb, n, op, root, c, s);
     end_coll(s, before);
 }
@@ -255,7 +256,7 @@ void pl_alltoall(const float *sb, float *rb, size_t n, pl_comm *c, pl_stream *s)
     check_bufs(sb, rb, n * (size_t)c->size, "pl_alltoall");
     uint64_t before = s->issued;
     begin_coll(PL_OP_ALLTOALL, -1, COLL_BYTES(n) * c->size, c, s, "pl_alltoall");
-    if (deferred(PL_OP_ALLTOALL, sb, rb, n, PL_SUM, -1, c, s)) return;
+    if (deferred(PL_OP_ALLTOALL, sb, rb, n, sizeof(float), PL_SUM, -1, c, s)) return;
     pl_cb->alltoall(sb, rb, n, c, s);
     end_coll(s, before);
 }
@@ -266,13 +267,9 @@ void pl_allgather_bf16(const uint16_t *sb, uint16_t *rb, size_t n, pl_comm *c, p
     check_bufs(sb, rb, n * (size_t)c->size, "pl_allgather_bf16");
     if (!pl_cb->allgather_bf16) pl_fatal(__FILE__, __LINE__, "pl_allgather_bf16", "this comm backend has no bf16 collectives");
     uint64_t before = s->issued;
-    /* not deferrable (a bf16 collective has no staging of its own): on deferred streams it
-     * runs now, once everything queued before it has run (the order a GPU could give it) */
-    if (pl_streams_deferred()) pl_device_sync();
-    s = pl_stream_ready(s);
     begin_coll(PL_OP_ALLGATHER, -1, (uint64_t)n * 2 * c->size, c, s, "pl_allgather_bf16");
+    if (deferred(PL_OP_ALLGATHER, sb, rb, n, 2, PL_SUM, -1, c, s)) return;
     pl_cb->allgather_bf16(sb, rb, n, c, s);
-    if (pl_streams_deferred()) pl_stream_ready(s); /* ... and completes before anything queued after it */
     end_coll(s, before);
 }
 
@@ -283,11 +280,9 @@ void pl_reduce_scatter_bf16(const uint16_t *sb, uint16_t *rb, size_t n, pl_op op
         pl_fatal(__FILE__, __LINE__, "pl_reduce_scatter_bf16", "this comm backend has no bf16 collectives");
     if (op == PL_MAX) pl_fatal(__FILE__, __LINE__, "pl_reduce_scatter_bf16", "bf16 reductions are PL_SUM or PL_AVG");
     uint64_t before = s->issued;
-    if (pl_streams_deferred()) pl_device_sync(); /* as pl_allgather_bf16 */
-    s = pl_stream_ready(s);
     begin_coll(PL_OP_REDUCE_SCATTER, -1, (uint64_t)n * 2 * c->size, c, s, "pl_reduce_scatter_bf16");
+    if (deferred(PL_OP_REDUCE_SCATTER, sb, rb, n, 2, op, -1, c, s)) return;
     pl_cb->reduce_scatter_bf16(sb, rb, n, op, c, s);
-    if (pl_streams_deferred()) pl_stream_ready(s);
     end_coll(s, before);
 }
 

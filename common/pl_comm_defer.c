@@ -1,9 +1,10 @@
 /* pl_comm_defer.c - communication on deferred streams (comm layer; pl_defer.h).
  *
  * A collective or a group of sends and receives becomes one piece of deferred work. When
- * the queue starts it, its inputs are copied into staging buffers the harness owns and the
- * backend posts it on those without blocking (pl_comm_backend's test and group_post);
- * when it has completed, commit copies the outputs into the caller's buffers. So a
+ * the queue starts it, its inputs are copied into staging buffers the harness owns (bytes,
+ * so the bf16 all-gather and reduce-scatter stage 2-byte words) and the backend posts it on
+ * those without blocking (pl_comm_backend's test and group_post); when it has completed,
+ * commit copies the outputs into the caller's buffers. So a
  * communication reads its inputs at one instant and writes its outputs at another, and
  * device work run in between (on the other stream, with no wait between them) sees the
  * buffers before or after, never half-way: a missing wait gives the same wrong result on
@@ -19,73 +20,58 @@
 extern size_t pl_comm_current_event; /* pl_comm.c: the backend closes it; never here */
 
 /* A host copy of a device region, for the time the operation is in flight. */
-static float *stage_copy(const float *src, size_t n, bool copy) {
-    float *h = malloc((n ? n : 1) * sizeof *h);
+static void *stage_bytes(const void *src, size_t bytes, bool copy) {
+    void *h = malloc(bytes ? bytes : 1);
     PL_CHECK(h != NULL, "out of host memory for staging");
-    if (copy && n) memcpy(h, src, n * sizeof *h);
+    if (copy && bytes) memcpy(h, src, bytes);
     return h;
 }
 
 /* -- collectives --------------------------------------------------------------------------- */
 typedef struct {
     pl_op_kind kind;
-    const float *sb;
-    float *rb;
+    size_t es;      /* bytes per element: 4 (float), or 2 (bf16 all-gather, reduce-scatter) */
+    const void *sb;
+    void *rb;
     size_t n;
     pl_op op;
     int root;
     pl_comm *c;
     size_t trace;
     /* staging, while in flight: one buffer when input and output overlap (in place) */
-    float *stage_in, *stage_out;
-    const float *st_sb;
-    float *st_rb;
-    size_t out_n;
+    void *stage_in, *stage_out;
+    const void *st_sb;
+    void *st_rb;
+    size_t out_bytes;
 } coll_args;
 
-/* The regions a collective reads and writes, in elements (NULL: none on this rank). */
-static void coll_regions(const coll_args *a, const float **in, size_t *in_n, float **out, size_t *out_n) {
+/* The regions a collective reads and writes, in bytes (NULL: none on this rank). */
+static void coll_regions(const coll_args *a, const char **in, size_t *in_b, char **out, size_t *out_b) {
     size_t p = (size_t)a->c->size, n = a->n;
     bool root = a->c->rank == a->root;
-    *in = a->sb, *in_n = n, *out = a->rb, *out_n = n;
+    *in = a->sb, *in_b = n, *out = a->rb, *out_b = n;
     switch (a->kind) {
-    case PL_OP_ALLGATHER: *out_n = n * p; break;
-    case PL_OP_REDUCE_SCATTER: *in_n = n * p; break;
-    case PL_OP_ALLTOALL: *in_n = *out_n = n * p; break;
+    case PL_OP_ALLGATHER: *out_b = n * p; break;
+    case PL_OP_REDUCE_SCATTER: *in_b = n * p; break;
+    case PL_OP_ALLTOALL: *in_b = *out_b = n * p; break;
     case PL_OP_BROADCAST: if (!root) *in = NULL; break;
     case PL_OP_REDUCE: if (!root) *out = NULL; break;
     default: break;
     }
-    if (!*in || !n) *in = NULL, *in_n = 0;
-    if (!*out || !n) *out = NULL, *out_n = 0;
+    *in_b *= a->es, *out_b *= a->es;
+    if (!*in || !n) *in = NULL, *in_b = 0;
+    if (!*out || !n) *out = NULL, *out_b = 0;
 }
 
-static void coll_post(void *p, pl_stream *s) {
-    coll_args *a = p;
-    const float *in;
-    float *out;
-    size_t in_n, out_n;
-    coll_regions(a, &in, &in_n, &out, &out_n);
-    a->out_n = out_n;
-    a->st_sb = NULL;
-    a->st_rb = NULL;
-    if (in && out && in < out + out_n && out < in + in_n) {
-        /* In place (or overlapping): one staging copy keeps the buffers' relation, which
-         * the backend reads to choose MPI_IN_PLACE. */
-        const float *lo = in < out ? in : out;
-        const float *hi = in + in_n > out + out_n ? in + in_n : out + out_n;
-        a->stage_in = stage_copy(lo, (size_t)(hi - lo), true);
-        a->st_sb = a->stage_in + (in - lo);
-        a->st_rb = a->stage_in + (out - lo);
-    } else {
-        if (in) a->st_sb = a->stage_in = stage_copy(in, in_n, true);
-        if (out) a->st_rb = a->stage_out = stage_copy(out, out_n, false);
-    }
-    /* A broadcast's non-root send buffer and a reduce's non-root receive buffer are not
-     * read; the backend gets what the caller gave. */
-    const float *sb = a->st_sb ? a->st_sb : a->sb;
-    float *rb = a->st_rb ? a->st_rb : a->rb;
+/* The backend's call for the collective, on the buffers given. */
+static void coll_call(const coll_args *a, const void *sb, void *rb, pl_stream *s) {
     pl_comm_current_event = (size_t)-1;
+    if (a->es == 2) {
+        if (a->kind == PL_OP_ALLGATHER) pl_cb->allgather_bf16(sb, rb, a->n, a->c, s);
+        else if (a->kind == PL_OP_REDUCE_SCATTER) pl_cb->reduce_scatter_bf16(sb, rb, a->n, a->op, a->c, s);
+        else PL_CHECK(0, "no such bf16 collective");
+        return;
+    }
     switch (a->kind) {
     case PL_OP_ALLREDUCE: pl_cb->allreduce(sb, rb, a->n, a->op, a->c, s); break;
     case PL_OP_ALLGATHER: pl_cb->allgather(sb, rb, a->n, a->c, s); break;
@@ -97,21 +83,38 @@ static void coll_post(void *p, pl_stream *s) {
     }
 }
 
+static void coll_post(void *p, pl_stream *s) {
+    coll_args *a = p;
+    const char *in;
+    char *out;
+    size_t in_b, out_b;
+    coll_regions(a, &in, &in_b, &out, &out_b);
+    a->out_bytes = out_b;
+    a->st_sb = NULL;
+    a->st_rb = NULL;
+    if (in && out && in < out + out_b && out < in + in_b) {
+        /* In place (or overlapping): one staging copy keeps the buffers' relation, which
+         * the backend reads to choose MPI_IN_PLACE. */
+        const char *lo = in < out ? in : out;
+        const char *hi = in + in_b > out + out_b ? in + in_b : out + out_b;
+        char *st = a->stage_in = stage_bytes(lo, (size_t)(hi - lo), true);
+        a->st_sb = st + (in - lo);
+        a->st_rb = st + (out - lo);
+    } else {
+        if (in) a->st_sb = a->stage_in = stage_bytes(in, in_b, true);
+        if (out) a->st_rb = a->stage_out = stage_bytes(out, out_b, false);
+    }
+    /* A broadcast's non-root send buffer and a reduce's non-root receive buffer are not
+     * read; the backend gets what the caller gave. */
+    coll_call(a, a->st_sb ? a->st_sb : a->sb, a->st_rb ? a->st_rb : a->rb, s);
+}
+
 /* Blocking, on the caller's buffers: the stream is synchronous for the call. */
 static void coll_run(void *p, pl_stream *s) {
     coll_args *a = p;
     bool async = s->async;
     s->async = false;
-    pl_comm_current_event = (size_t)-1;
-    switch (a->kind) {
-    case PL_OP_ALLREDUCE: pl_cb->allreduce(a->sb, a->rb, a->n, a->op, a->c, s); break;
-    case PL_OP_ALLGATHER: pl_cb->allgather(a->sb, a->rb, a->n, a->c, s); break;
-    case PL_OP_REDUCE_SCATTER: pl_cb->reduce_scatter(a->sb, a->rb, a->n, a->op, a->c, s); break;
-    case PL_OP_BROADCAST: pl_cb->broadcast(a->sb, a->rb, a->n, a->root, a->c, s); break;
-    case PL_OP_REDUCE: pl_cb->reduce(a->sb, a->rb, a->n, a->op, a->root, a->c, s); break;
-    case PL_OP_ALLTOALL: pl_cb->alltoall(a->sb, a->rb, a->n, a->c, s); break;
-    default: PL_CHECK(0, "not a collective");
-    }
+    coll_call(a, a->sb, a->rb, s);
     s->async = async;
     pl_trace_close(a->trace, pl_trace_clock());
 }
@@ -124,7 +127,7 @@ static bool comm_test(void *p, pl_stream *s) {
 static void coll_commit(void *p, pl_stream *s) {
     (void)s;
     coll_args *a = p;
-    if (a->out_n) memcpy(a->rb, a->st_rb, a->out_n * sizeof(float));
+    if (a->out_bytes) memcpy(a->rb, a->st_rb, a->out_bytes);
     free(a->stage_in);
     free(a->stage_out);
     pl_trace_close(a->trace, pl_trace_clock());
@@ -139,11 +142,13 @@ static const pl_comm_work coll_work[PL_OP_COUNT] = {
     [PL_OP_ALLTOALL] = {"alltoall", coll_post, comm_test, coll_commit, NULL, coll_run},
 };
 
-bool pl_comm_defer_coll(pl_op_kind kind, const float *sb, float *rb, size_t n, pl_op op, int root,
+bool pl_comm_defer_coll(pl_op_kind kind, const void *sb, void *rb, size_t n, size_t es, pl_op op, int root,
                         pl_comm *c, pl_stream *s, size_t trace) {
     if (!pl_streams_deferred()) return false;
     PL_CHECK(pl_cb->test != NULL, "deferred streams need a comm backend that can test (mpi)");
-    coll_args a = {.kind = kind, .sb = sb, .rb = rb, .n = n, .op = op, .root = root, .c = c, .trace = trace};
+    PL_CHECK(es == sizeof(float) || (es == 2 && (kind == PL_OP_ALLGATHER || kind == PL_OP_REDUCE_SCATTER)),
+             "deferred streams: no such collective");
+    coll_args a = {.kind = kind, .es = es, .sb = sb, .rb = rb, .n = n, .op = op, .root = root, .c = c, .trace = trace};
     pl_order *order = &c->order;
     pl_defer_comm(s, &coll_work[kind], &a, sizeof a, &order, 1);
     return true;
@@ -184,7 +189,7 @@ static void group_post(void *p, pl_stream *s) {
     if (pl_cb->group_start) pl_cb->group_start();
     for (size_t i = 0; i < g->n; i++) {
         p2p_op *o = &g->ops[i];
-        o->stage = stage_copy(o->buf, o->count, o->is_send);
+        o->stage = stage_bytes(o->buf, o->count * sizeof(float), o->is_send);
         if (o->is_send) pl_cb->send(o->stage, o->count, o->peer, o->c, s);
         else pl_cb->recv(o->stage, o->count, o->peer, o->c, s);
     }

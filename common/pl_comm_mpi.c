@@ -397,7 +397,7 @@ static void bf16_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
 
 static host_pair stage_bytes(const char *op, const void *sb, size_t in_bytes, void *rb, size_t out_bytes,
                              int out_needs_contents, pl_stream *s) {
-    pending_list *l = (!on_cuda() && s->id == 1) ? &g_stream_q[1] : &g_group;
+    pending_list *l = is_async(s) ? &g_stream_q[s->id] : &g_group;
     pending *p = push(l);
     p->op = op;
     p->peer = -1;

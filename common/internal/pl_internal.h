@@ -67,9 +67,9 @@ void pl_set_world_local(int rank, int world);
 void pl_comm_setup_world(void);
 void pl_comm_teardown(void);
 /* Deferred streams (pl_comm_defer.c): a collective queued instead of issued (false when
- * the streams are eager), a send or receive added to the open group, the outermost group
- * ended. */
-bool pl_comm_defer_coll(pl_op_kind kind, const float *sb, float *rb, size_t n, pl_op op, int root,
+ * the streams are eager; es, the bytes of an element: 4, or 2 for the bf16 all-gather and
+ * reduce-scatter), a send or receive added to the open group, the outermost group ended. */
+bool pl_comm_defer_coll(pl_op_kind kind, const void *sb, void *rb, size_t n, size_t es, pl_op op, int root,
                         pl_comm *c, pl_stream *s, size_t trace);
 void pl_comm_defer_p2p(bool is_send, float *buf, size_t count, int peer, pl_comm *c, pl_stream *s,
                        size_t trace);

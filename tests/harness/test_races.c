@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kern_bf16.h" // defines: kern_bf16_from_f32 (the producer of a bf16 collective)
 #include "kern_gelu.h" // defines: kern_gelu_forward (a kernels/ kernel as the producer)
 #include "pl_defer.h"  // defines: pl_streams_set_deferred, pl_streams_deferred
 #include "tap.h"
@@ -108,6 +109,25 @@ static double overwrite_while_sending(bool with_wait) {
     return e;
 }
 
+/* 5. Missing wait before a bf16 collective (Lab 7's gradient shards): the compute stream
+ * rounds a gradient to bf16 and the comm stream reduce-scatters it without waiting. */
+static double bf16_reduce_scatter_too_early(bool with_wait) {
+    size_t n = N / 4, total = n * (size_t)np;
+    float *g = pl_malloc_floats(total);
+    uint16_t *w = pl_malloc(total * 2), *out = pl_malloc(n * 2), *h = malloc(n * 2);
+    pl_memset(w, 0, total * 2, comp);
+    pl_fill(g, 1.0f, total, comp);
+    pl_device_sync();
+    kern_bf16_from_f32(w, g, total, comp);
+    if (with_wait) wait_for(comm, comp);
+    pl_reduce_scatter_bf16(w, out, n, PL_SUM, world, comm);
+    pl_download(h, out, n * 2);
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs((double)pl_bf16_to_float(h[i]) - np));
+    pl_free(g), pl_free(w), pl_free(out), free(h);
+    return worst;
+}
+
 /* A correct pipeline: each stage receives on the compute stream, computes, and sends on
  * the comm stream after an event, several micro-batches in flight. */
 static double pipeline_two_streams(void) {
@@ -160,6 +180,7 @@ int main(int argc, char **argv) {
     check("missing wait: comm all-reduce of a kern_gelu output", kernel_then_comm, 1);
     check("wrong stream: reduce of a received block issued on the default stream", reduce_on_wrong_stream, 2);
     check("missing wait: compute refills a buffer the comm stream sends", overwrite_while_sending, 2);
+    check("missing wait: comm bf16 reduce-scatter of a gradient the compute stream rounds", bf16_reduce_scatter_too_early, 1);
 
     pl_streams_set_deferred(true);
     tap_check(pl_streams_deferred(), "deferred streams can be switched on by the harness call (cpu device)");
