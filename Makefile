@@ -186,7 +186,7 @@ $(B)/cpu/obj/kernels/kern_qmatmul_cpu.o $(B)/cuda/obj/kernels/kern_qmatmul_cpu.o
 # What a student's lab files may call: the functions of the public headers.
 $(B)/public.syms: grader/tools/public-symbols.sh $(LIB_H)
 	@mkdir -p $(@D)
-	$(Q)grader/tools/public-symbols.sh "$(MPICC)" > $@.tmp && mv $@.tmp $@
+	$(Q)grader/tools/public-symbols.sh "$(MPICC)" > $@.$$$$.tmp && mv $@.$$$$.tmp $@
 
 engine: $(ENGINE) $(CLASS_TOOL)
 $(ENGINE): $(ENGINE_SRC) $(wildcard grader/engine*.h) grader/siphash.h
@@ -239,11 +239,11 @@ DRV_DIR    := $(B)/$(FLAVOR)/drv/lab$(DRV_NUM)
 $(DRV_DIR)/referee: $(RUNNER_SHARED) $(DRV_CASES) $(DRV_REF) $(DRV_HDRS) $(COMMON_H) $(B)/cpu/libparalab.a
 	@mkdir -p $(@D)
 	$(call say,LINK,$@)
-	$(Q)$(MPICC) $(REF_CFLAGS) $(RUNNER_SHARED) $(DRV_CASES) $(DRV_REF) $(B)/cpu/libparalab.a $(LDLIBS) -o $@.tmp && mv $@.tmp $@
+	$(Q)$(MPICC) $(REF_CFLAGS) $(RUNNER_SHARED) $(DRV_CASES) $(DRV_REF) $(B)/cpu/libparalab.a $(LDLIBS) -o $@.$$$$.tmp && mv $@.$$$$.tmp $@
 $(DRV_DIR)/player.drv.o: $(RUNNER_SHARED) $(DRV_CASES) $(DRV_PLY) $(DRV_HDRS) $(wildcard labs/$(LAB)/*.h) $(COMMON_H) grader/tools/driver-object.sh
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
-	$(Q)grader/tools/driver-object.sh $@.tmp labs/$(LAB) -- $(MPICC) $(PLY_CFLAGS) -- $(RUNNER_SHARED) $(DRV_CASES) $(DRV_PLY) && mv $@.tmp $@
+	$(Q)grader/tools/driver-object.sh $@.$$$$.tmp labs/$(LAB) -- $(MPICC) $(PLY_CFLAGS) -- $(RUNNER_SHARED) $(DRV_CASES) $(DRV_PLY) && mv $@.$$$$.tmp $@
 $(BIN): $(DRV_DIR)/referee $(BIN).player
 	@mkdir -p $(@D)
 	$(Q)cp -f $< $@
@@ -286,7 +286,7 @@ lab-%: libs engine $(if $(SANITIZE),$(patsubst grader/%,$(B)/%,$(wildcard grader
 	  --build "$(MAKE) --no-print-directory -s driver LAB=$(call lab_name,$*) SRC=$(call lab_src,$(call lab_name,$*)) FLAVOR=$(FLAVOR) BIN=$(call lab_bin,$(call lab_name,$*))" \
 	  --mpirun "$(MPIRUN)" $(if $(NP),--np "$$PL_NP") $(if $(T),--filter "$$PL_T") \
 	  $(if $(DEVICE),--device $(DEVICE)) $(if $(COMM),--comm $(COMM)) $(if $(HIDDEN),--hidden "$$PL_HIDDEN") \
-	  --sandbox $(or $(SANDBOX),auto) $(if $(wildcard datasets/cache),--data datasets/cache) \
+	  --sandbox $(or $(SANDBOX),auto) --data common/profiles $(if $(wildcard datasets/cache),--data datasets/cache) \
 	  $(if $(RUBRIC_SCALE),--test-scale) --out $(OUT)/$(call lab_name,$*) \
 	  $(if $(V),,--brief) --report $(B)/reports/lab-$*.txt \
 	  --rerun "make lab-$*$(if $(SOLUTION), SOLUTION=1)$(if $(RUBRIC_SCALE), RUBRIC_SCALE=1)$(if $(DEVICE), DEVICE=$(DEVICE))$(if $(COMM), COMM=$(COMM))")
@@ -375,7 +375,10 @@ $(B)/tools/fuzz_%: tests/datasets/fuzz_%.c $(wildcard datasets/*.h datasets/*.c)
 kernel-tests model-tests: libs $(UNIT_TEST_BINS) $(if $(HAVE_NVCC),$(CUDA_TEST_BINS))
 test-bins: $(TEST_BINS) $(UNIT_TEST_BINS) $(FUZZ_BINS) $(if $(HAVE_NVCC),$(CUDA_TEST_BINS))
 
-test: all test-bins
+# The build first, on every core (BUILD_JOBS=1 for a serial one), then the tests.
+BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+test:
+	@$(MAKE) --no-print-directory -j$(BUILD_JOBS) all test-bins
 	@MAKE="$(MAKE)" MPIRUN="$(MPIRUN)" HAVE_NVCC="$(HAVE_NVCC)" tests/run.sh
 
 # Every hostile student file of the fault suite, not only the quick ones (tests/grader/faults/).

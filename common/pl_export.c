@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pl_comm.h"       // defines: pl_comm_world, pl_comm_rank, pl_comm_size
 #include "pl_instrument.h" // defines: pl_trace_events, pl_host_gatherv
@@ -26,12 +27,11 @@ static void json_name(FILE *f, const char *s) {
     }
 }
 
-static void write_file(const char *path, const wire_event *all, const size_t *counts, int size) {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        pl_log("cannot write trace file %s", path);
-        return;
-    }
+/* The whole trace as text, in memory (open_memstream allocates and nothing else). */
+static char *trace_text(const wire_event *all, const size_t *counts, int size, size_t *len) {
+    char *text = NULL;
+    FILE *f = open_memstream(&text, len);
+    if (!f) return NULL;
     fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
     static const char *threads[3] = {"compute stream", "comm stream", "regions"};
     for (int r = 0; r < size; r++) {
@@ -55,10 +55,73 @@ static void write_file(const char *path, const wire_event *all, const size_t *co
         }
     }
     fprintf(f, "\n]}\n");
-    if (fclose(f) != 0) pl_log("cannot write trace file %s", path);
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
 }
 
-void pl_trace_write_chrome(const char *path) {
+/* Files opened ahead by pl_trace_reserve: the last text meant for each. */
+#define MAX_RESERVED 16
+static struct {
+    char path[512];
+    FILE *f;
+    char *text;
+    size_t len;
+} g_reserved[MAX_RESERVED];
+static int g_nreserved;
+
+bool pl_trace_reserve(const char *path) {
+    for (int i = 0; i < g_nreserved; i++)
+        if (!strcmp(g_reserved[i].path, path)) return true;
+    if (g_nreserved == MAX_RESERVED || strlen(path) >= sizeof g_reserved[0].path) return false;
+    FILE *f = fopen(path, "w");
+    if (!f) return false;
+    snprintf(g_reserved[g_nreserved].path, sizeof g_reserved[0].path, "%s", path);
+    g_reserved[g_nreserved].f = f;
+    g_reserved[g_nreserved].text = NULL;
+    g_nreserved++;
+    return true;
+}
+
+void pl_trace_flush_reserved(void) {
+    for (int i = 0; i < g_nreserved; i++) {
+        if (g_reserved[i].text) {
+            bool ok = fwrite(g_reserved[i].text, 1, g_reserved[i].len, g_reserved[i].f) == g_reserved[i].len;
+            if (fclose(g_reserved[i].f) != 0 || !ok) pl_log("cannot write trace file %s", g_reserved[i].path);
+            free(g_reserved[i].text);
+        } else { /* reserved for a trace that never came */
+            fclose(g_reserved[i].f);
+            unlink(g_reserved[i].path);
+        }
+    }
+    g_nreserved = 0;
+}
+
+static bool write_file(const char *path, const wire_event *all, const size_t *counts, int size) {
+    size_t len = 0;
+    char *text = trace_text(all, counts, size, &len);
+    if (!text) {
+        pl_log("cannot write trace file %s: out of host memory", path);
+        return false;
+    }
+    for (int i = 0; i < g_nreserved; i++)
+        if (!strcmp(g_reserved[i].path, path)) {
+            free(g_reserved[i].text);
+            g_reserved[i].text = text;
+            g_reserved[i].len = len;
+            return true;
+        }
+    FILE *f = fopen(path, "w");
+    bool ok = f && fwrite(text, 1, len, f) == len;
+    if (f && fclose(f) != 0) ok = false;
+    free(text);
+    if (!ok) pl_log("cannot write trace file %s", path);
+    return ok;
+}
+
+bool pl_trace_write_chrome(const char *path) {
     pl_comm *w = pl_comm_world();
     size_t n = pl_trace_count();
     const pl_trace_event *ev = pl_trace_events();
@@ -75,8 +138,9 @@ void pl_trace_write_chrome(const char *path) {
     size_t *counts = calloc((size_t)size, sizeof *counts);
     PL_CHECK(counts != NULL, "out of host memory");
     wire_event *all = pl_host_gatherv(mine, n * sizeof *mine, counts, 0, w);
-    if (pl_comm_rank(w) == 0) write_file(path, all, counts, size);
+    bool ok = pl_comm_rank(w) != 0 || write_file(path, all, counts, size);
     free(mine);
     free(all);
     free(counts);
+    return ok;
 }

@@ -338,10 +338,9 @@ void pl_finalize(void) {
     }
     pl_device_sync();
     report_guards();
-    if (g_info.trace) {
-        pl_trace_write_chrome(g_info.trace_path);
-        if (g_info.rank == 0) pl_log0("trace written to %s (open it in ui.perfetto.dev)", g_info.trace_path);
-    }
+    if (g_info.trace && pl_trace_write_chrome(g_info.trace_path) && g_info.rank == 0)
+        pl_log0("trace written to %s (open it in ui.perfetto.dev)", g_info.trace_path);
+    pl_trace_flush_reserved();
     pl_sym_teardown();
     pl_streams_set_deferred(false);
     pl_comm_teardown();

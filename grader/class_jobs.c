@@ -247,6 +247,14 @@ static pid_t start_job(const class_run *cr, const submission *s, int slot)
     if (cr->np) slist_push(&argv, "--np"), slist_push(&argv, cr->np);
     if (cr->test_scale) slist_push(&argv, "--test-scale");
     if (cr->hidden) slist_push(&argv, "--hidden"), slist_push(&argv, hidden_copy ? hidden_copy : cr->hidden);
+    /* what a sandboxed run reads besides its driver, as make lab-N passes it: the cost-model
+     * profiles, and the model files where they were fetched (the job runs in the kit's root) */
+    static const char *const data_dirs[] = {"common/profiles", "datasets/cache"};
+    for (size_t i = 0; i < sizeof data_dirs / sizeof data_dirs[0]; i++) {
+        char *at = xasprintf("%s/%s", cr->root, data_dirs[i]);
+        if (access(at, R_OK | X_OK) == 0) slist_push(&argv, "--data"), slist_push(&argv, data_dirs[i]);
+        free(at);
+    }
     char **envp = job_environment(cr, work);
     char *console = xasprintf("%s/console.txt", partial);
     pid_t parent = getpid();

@@ -91,3 +91,9 @@ $MAKE --no-print-directory lab-8 RUN=bench SOLUTION=1 2>&1 | grep -E '^(ratio|# 
 echo "# Lab 7: step time of ZeRO-1/2/3 against DDP (vs_ddp): measured here, and the step replayed on"
 echo "#  dgx-h100 (pred_vs_ddp); ZeRO-1/2 move DDP's bytes, ZeRO-3 1.5 times them"
 $MAKE --no-print-directory lab-7 RUN=bench SOLUTION=1 2>&1 | grep '^bench07'
+echo "# what the grader's checks cost: deferred streams per operation (eager / deferred, 2 ranks), then"
+echo "#  each lab's solution under deferred streams, red zones, both, AddressSanitizer and a whole graded"
+echo "#  make lab-N, against the driver alone (tests/bench/checks_cost.sh; CHECKS_LABS, CHECKS_REPS)"
+timeout 300 $MPIRUN -np 2 $B/bench/bench_defer 2>&1 | grep '^ratio'
+LABS="${CHECKS_LABS:-1 2 3 4 5 6 7 8 9}" REPS="${CHECKS_REPS:-3}" NP=2 MAKE="$MAKE" MPIRUN="$MPIRUN" \
+    tests/bench/checks_cost.sh 2>&1 | grep -E '^(ratio|lab )'

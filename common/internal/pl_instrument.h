@@ -87,8 +87,16 @@ const pl_trace_event *pl_trace_events(void);
 void pl_trace_clear(void);
 
 /* Write all ranks' events as one Chrome-trace JSON (opens in Perfetto / chrome://tracing).
- * Collective over the world communicator; rank 0 writes the file. */
-void pl_trace_write_chrome(const char *path);
+ * Collective over the world communicator; rank 0 writes the file and returns whether it
+ * did (the other ranks return true). */
+bool pl_trace_write_chrome(const char *path);
+
+/* A trace file opened now, for a process that may not open files later (a refereed player
+ * under its play filter): pl_trace_write_chrome(path) keeps the text in memory, the last
+ * one per path, and pl_trace_flush_reserved() (pl_finalize calls it) writes each into its
+ * open file, or removes the files no trace went to. false: the file cannot be created. */
+bool pl_trace_reserve(const char *path);
+void pl_trace_flush_reserved(void);
 
 /* Host-side collectives that no lab's counters see: checks, timing, traces and the cost
  * model reduce or gather host values over the ranks of c (NULL: the world) through a

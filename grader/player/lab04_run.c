@@ -141,15 +141,19 @@ double lab4_trace_idle(void) {
 }
 
 /* TRACE=1: one Chrome trace per schedule, beside the harness's own (trace.json ->
- * trace-1f1b.json). */
+ * trace-1f1b.json, trace-1f1b-recompute.json). */
+static void lab4_trace_path(char *path, size_t cap, int k, bool recompute) {
+    const char *base = pl_info()->trace_path, *dot = strrchr(base, '.');
+    int stem = dot ? (int)(dot - base) : (int)strlen(base);
+    snprintf(path, cap, "%.*s-%s%s%s", stem, base, LAB4_SCHED[k], recompute ? "-recompute" : "", dot ? dot : ".json");
+}
+
 void lab4_write_trace(int k, bool recompute) {
     if (!pl_info()->trace) return;
     char path[300];
-    const char *base = pl_info()->trace_path, *dot = strrchr(base, '.');
-    int stem = dot ? (int)(dot - base) : (int)strlen(base);
-    snprintf(path, sizeof path, "%.*s-%s%s%s", stem, base, LAB4_SCHED[k], recompute ? "-recompute" : "", dot ? dot : ".json");
-    pl_trace_write_chrome(path);
-    if (pl_rank() == 0) pl_log("trace of the %s step written to %s (open it in ui.perfetto.dev)", LAB4_SCHED[k], path);
+    lab4_trace_path(path, sizeof path, k, recompute);
+    if (pl_trace_write_chrome(path) && pl_rank() == 0)
+        pl_log("trace of the %s step written to %s (open it in ui.perfetto.dev)", LAB4_SCHED[k], path);
 }
 
 /* The cost model's replay of this step (collective). The recorded trace holds dozens of
@@ -199,6 +203,14 @@ static struct {
 const plc_profile *lab4_profile(int i) { return g_cost4.have[i] ? &g_cost4.prof[i] : NULL; }
 
 void lab4_player_init(void) {
+    /* the player opens no file once it plays: rank 0 opens the schedules' traces now (the
+     * ones no step writes are removed at the end) */
+    for (int k = 0; k < L4_NSCHED && pl_info()->trace && pl_rank() == 0; k++)
+        for (int rc = 0; rc < 2; rc++) {
+            char path[300];
+            lab4_trace_path(path, sizeof path, k, rc);
+            if (!pl_trace_reserve(path)) pl_log("cannot write trace file %s", path);
+        }
     const char *names[2] = {lab4_opts()->profile, "pcie-4gpu"};
     for (int i = 0; i < 2; i++) {
         char err[300];

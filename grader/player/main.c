@@ -305,6 +305,9 @@ int drv_main(const drv_lab *lab, int argc, char **argv) {
     if (!by_referee && !mode)
         pl_usage_error("this is the player half of a lab driver: run the driver (%s without .player), which "
                        "starts it", argv[0]);
+    /* the play filter below lets no file be opened: the trace's is opened now */
+    if (pl_info()->trace && pl_rank() == 0 && !pl_trace_reserve(pl_info()->trace_path))
+        pl_log("cannot write trace file %s", pl_info()->trace_path);
     if (lab->player_init) lab->player_init();
     if (mode) {
         int rc = run_mode();

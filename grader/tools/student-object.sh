@@ -70,15 +70,6 @@ for src in "${srcs[@]}"; do
 done
 [ $status -eq 0 ] || exit 1
 
-# The sanitizer flavour (make SANITIZE=address): the checks above ran on plain objects (a
-# sanitizer adds its own constructor and calls); the objects merged are the same sources
-# compiled with the sanitizer as well.
-if [ -n "${PL_SANITIZE_CFLAGS:-}" ]; then
-    for i in "${!srcs[@]}"; do
-        # shellcheck disable=SC2086
-        "${cc[@]}" $PL_SANITIZE_CFLAGS -c "${srcs[$i]}" -o "${objs[$i]}" || exit 1
-    done
-fi
 if [ ${#objs[@]} -eq 0 ]; then
     # a lab without student files (Lab 0): an empty object
     echo "" | "${cc[@]}" -x c -c - -o "$out" || exit 1
@@ -107,5 +98,15 @@ while read -r sym; do
     status=1
 done < <(nm -u --format=posix "$dir/merged.o" | awk '{print $1}' | sed 's/@.*//' | sort -u)
 [ $status -eq 0 ] || exit 1
+# The sanitizer flavour (make SANITIZE=address): every check above ran on the plain objects
+# (a sanitizer adds a constructor and calls of its own); what is merged is the same sources
+# compiled with the sanitizer as well.
+if [ -n "${PL_SANITIZE_CFLAGS:-}" ]; then
+    for i in "${!srcs[@]}"; do
+        # shellcheck disable=SC2086
+        "${cc[@]}" $PL_SANITIZE_CFLAGS -c "${srcs[$i]}" -o "${objs[$i]}" || exit 1
+    done
+    ld -r -o "$dir/merged.o" "${objs[@]}" || exit 1
+fi
 objcopy --keep-global-symbols="$api" "$dir/merged.o" "$out" || exit 1
 rm -rf "$dir"

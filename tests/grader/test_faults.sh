@@ -17,6 +17,7 @@
 # For every file: it is caught as expected, it does not score full marks, the run ends
 # within its bound (no hang), no process of it is left behind, the console's only score
 # line is the engine's (the last), and junit.xml is valid XML.
+# The gradings run FAULTS_JOBS at a time (default 2); their lines are printed in order.
 # Prints "ok - ..." / "not ok - ...". B= the build directory (default build).
 set -u
 cd "$(dirname "$0")/../.."
@@ -24,7 +25,7 @@ cd "$(dirname "$0")/../.."
 export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 TMP=$(mktemp -d /tmp/paralab-faults.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null; wait; rm -rf "$TMP"' EXIT
 ENGINE=$B/tools/pl-grade
 
 ok() { echo "ok - $*"; }
@@ -40,47 +41,23 @@ if command -v bwrap >/dev/null && bwrap --unshare-all --unshare-user --ro-bind /
     sandbox_ok=yes
 fi
 
-n=0
-for f in tests/grader/faults/*.c; do
-    name=$(basename "$f" .c)
-    lab=$(header "$f" lab) expect=$(header "$f" expect) speed=$(header "$f" speed)
-    np=$(header "$f" np) full=$(header "$f" full) sandbox=$(header "$f" sandbox)
-    if [ -z "$lab" ] || [ -z "$expect" ] || [ -z "$speed" ]; then
-        notok "$name: has '// lab:', '// expect:' and '// speed:' lines"
-        continue
-    fi
-    [ "$FAULTS" = all ] || [ "$speed" = quick ] || continue
-    # FAULTS_ONLY="name ..." grades only those files (a fault's own check)
-    if [ -n "${FAULTS_ONLY:-}" ] && [[ " $FAULTS_ONLY " != *" $name "* ]]; then continue; fi
-    modes=off
-    case $sandbox in on) modes=on ;; both) modes="off on" ;; esac
-    for mode in $modes; do
-    if [ "$mode" = on ] && [ -z "$sandbox_ok" ]; then
-        echo "# $name: sandboxed run skipped (bubblewrap cannot start a sandbox here)"
-        continue
-    fi
-    tag=$name
-    [ "$sandbox" = both ] && tag="$name ($( [ "$mode" = on ] && echo 'make grade, sandbox' || echo 'make lab-N, no sandbox'))"
-    n=$((n + 1))
-    cls=${expect%% *} glob=${expect#* }
-    bound=180
-    [ "$speed" = slow ] && bound=600
-    bin=$B/cpu/faults/$lab/$name/driver
-    args=(--np "${np:-2 3}" --test-scale --out "$TMP/$name-$mode" --sandbox "$mode")
+# grade_fault NAME TAG MODE LAB CLS GLOB NP FULL BOUND FILE: one grading and its checks,
+# its lines into $TMP/NAME-MODE.out (the gradings run FAULTS_JOBS at a time)
+grade_fault() {
+    local name=$1 tag=$2 mode=$3 lab=$4 cls=$5 glob=$6 np=$7 full=$8 bound=$9 f=${10}
+    local bin=$B/cpu/faults/$lab/$name-$mode/driver log=$TMP/$name-$mode.log start=$SECONDS rc took score hit left
+    local args=(--np "${np:-2 3}" --test-scale --out "$TMP/$name-$mode" --sandbox "$mode")
     # a filter keeps the run short, unless other groups must be seen keeping their points
     [ -z "$full" ] && [ "$glob" != "(build)" ] && args+=(--filter "$glob")
-    log=$TMP/$name-$mode.log
-    start=$SECONDS
     timeout "$bound" "$ENGINE" --lab "$lab" --rubric "grader/rubrics/$lab.rubric" --driver "$bin" \
         --build "$MAKE --no-print-directory -s B=$B driver LAB=$lab SRCFILES=$f FLAVOR=cpu BIN=$bin" \
         --mpirun "$MPIRUN" "${args[@]}" >"$log" 2>&1
     rc=$?
     took=$((SECONDS - start))
     score=$(tail -n 1 "$log")
-
     if [ $rc = 124 ] || [ $rc = 137 ]; then
         notok "$tag: finished within ${bound} s (killed after $took s: a hang)"
-        continue
+        return
     fi
     hit=$(classes "$TMP/$name-$mode/cases.json" 2>/dev/null | while read -r c k; do
         # shellcheck disable=SC2254
@@ -112,6 +89,40 @@ for f in tests/grader/faults/*.c; do
             notok "$tag: $item keeps its full points ($(grep -E "^  $item " "$log" | head -n 1 | sed 's/^ *//'))"
         fi
     done
+}
+
+: "${FAULTS_JOBS:=2}"
+n=0
+outs=()
+for f in tests/grader/faults/*.c; do
+    name=$(basename "$f" .c)
+    lab=$(header "$f" lab) expect=$(header "$f" expect) speed=$(header "$f" speed)
+    np=$(header "$f" np) full=$(header "$f" full) sandbox=$(header "$f" sandbox)
+    if [ -z "$lab" ] || [ -z "$expect" ] || [ -z "$speed" ]; then
+        notok "$name: has '// lab:', '// expect:' and '// speed:' lines"
+        continue
+    fi
+    [ "$FAULTS" = all ] || [ "$speed" = quick ] || continue
+    # FAULTS_ONLY="name ..." grades only those files (a fault's own check)
+    if [ -n "${FAULTS_ONLY:-}" ] && [[ " $FAULTS_ONLY " != *" $name "* ]]; then continue; fi
+    modes=off
+    case $sandbox in on) modes=on ;; both) modes="off on" ;; esac
+    for mode in $modes; do
+        if [ "$mode" = on ] && [ -z "$sandbox_ok" ]; then
+            echo "# $name: sandboxed run skipped (bubblewrap cannot start a sandbox here)"
+            continue
+        fi
+        tag=$name
+        [ "$sandbox" = both ] && tag="$name ($( [ "$mode" = on ] && echo 'make grade, sandbox' || echo 'make lab-N, no sandbox'))"
+        n=$((n + 1))
+        bound=180
+        [ "$speed" = slow ] && bound=600
+        while [ "$(jobs -rp | wc -l)" -ge "$FAULTS_JOBS" ]; do wait -n; done
+        grade_fault "$name" "$tag" "$mode" "$lab" "${expect%% *}" "${expect#* }" "$np" "$full" "$bound" "$f" \
+            >"$TMP/$name-$mode.out" 2>&1 &
+        outs+=("$TMP/$name-$mode.out")
     done
 done
+wait
+for o in "${outs[@]}"; do cat "$o"; done
 [ "$n" -gt 0 ] && ok "$n fault(s) graded (FAULTS=$FAULTS)" || notok "no fault was graded (FAULTS=$FAULTS)"

@@ -8,11 +8,18 @@
 #                                 (wrong, forbidden, crash, deadlock, timeout, error)
 #       // expect: pass GLOB      every case passes, and then
 #       // expect-perf: RULE      the rubric's performance rule RULE scores below its maximum
+#       // np: 3                   graded at these world sizes instead of the lab's broken-np
 #     A broken file includes the solution and replaces one function (see the files).
 # Lab 0 (nothing to implement) must score full marks at 2 and 3 ranks.
+# The AddressSanitizer flavour (make SANITIZE=address, build/asan/): every lab's solution at
+# one world size (SELFTEST_ASAN_NP, default 2), every case passing (a sanitizer finding
+# aborts the rank: a crash); and tests/grader/asan/*.c, faults only the sanitizer sees, each
+# caught with its class there and passing in the plain flavour. SELFTEST_ASAN=0 leaves it out.
 # The student's view (--brief, what `make lab-N` prints) of the starter fits in 80 lines and
 # of the solution in 40, counted at the rubric's world sizes: the runs here use fewer, and
 # each world size adds exactly one progress line, so the count adds the missing ones.
+# The gradings run SELFTEST_JOBS at a time (default 2: a grading waits on process start-up
+# and watchdogs about half its time); the checks are printed afterwards, in order.
 # Prints "ok - ..." / "not ok - ..." per check.
 set -u
 cd "$(dirname "$0")/../.."
@@ -27,7 +34,9 @@ keep_cases() {
     mkdir -p "$SELFTEST_KEEP"
     for d in "$TMP"/*/; do [ -f "$d/cases.json" ] && cp "$d/cases.json" "$SELFTEST_KEEP/$(basename "$d").json"; done
 }
-trap 'keep_cases; rm -rf "$TMP"' EXIT
+# On exit: the slowest gradings, as '# took: SECONDS s LAB/NAME at np NP' lines.
+trap 'kill $(jobs -p) 2>/dev/null; wait; keep_cases; [ -f "$TMP/times" ] && sort -rn "$TMP/times" | head -n 8 | sed "s/^/# took: /"; rm -rf "$TMP"' EXIT
+: "${SELFTEST_JOBS:=2}"
 ENGINE=$B/tools/pl-grade
 
 ok() { echo "ok - $*"; }
@@ -38,13 +47,38 @@ classes() { awk -F'"' '/"case":/ {c=$4} /"classification":/ {print c, $4}' "$1";
 
 grade() { # grade LAB NAME SRC-DIR-OR-FILE NP [extra engine args...] -> $TMP/LAB-NAME.{log,rc}
     local lab=$1 name=$2 src=$3 np=$4; shift 4
-    local bin=$B/cpu/selftest/$lab/$name/driver srcarg
+    local bin=$B/cpu/selftest/$lab/$name/driver srcarg t0=$SECONDS
     if [ -d "$src" ]; then srcarg="SRC=$src"; else srcarg="SRCFILES=$src"; fi
     timeout 600 $ENGINE --lab "$lab" --rubric "grader/rubrics/$lab.rubric" --driver "$bin" \
         --build "$MAKE --no-print-directory -s B=$B driver LAB=$lab $srcarg FLAVOR=cpu BIN=$bin" \
         --mpirun "$MPIRUN" --np "$np" --test-scale --out "$TMP/$lab-$name" ${VIEW:---quiet} "$@" \
         >"$TMP/$lab-$name.log" 2>&1
     echo $? >"$TMP/$lab-$name.rc"
+    echo $((SECONDS - t0)) >"$TMP/$lab-$name.secs"
+    echo "$((SECONDS - t0)) s $lab/$name at np $np" >>"$TMP/times"
+}
+
+queue() { # queue GRADE-ARGS...: grade in the background, SELFTEST_JOBS at a time
+    while [ "$(jobs -rp | wc -l)" -ge "$SELFTEST_JOBS" ]; do wait -n; done
+    grade "$@" &
+}
+
+# grade_asan LAB NAME SRC NP [engine args...]: as grade, in the AddressSanitizer flavour
+grade_asan() {
+    local lab=$1 name=asan-$2 src=$3 np=$4 bin=build/asan/cpu/selftest/$1/$2/driver srcarg t0=$SECONDS
+    shift 4
+    if [ -d "$src" ]; then srcarg="SRC=$src"; else srcarg="SRCFILES=$src"; fi
+    { cat "grader/rubrics/$lab.rubric"; echo "memory-limit 65536G"; } >"$TMP/$lab-$name.rubric"
+    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:detect_odr_violation=0:disable_coredump=0 \
+    timeout 600 $ENGINE --lab "$lab" --rubric "$TMP/$lab-$name.rubric" --driver "$bin" \
+        --build "$MAKE --no-print-directory -s SANITIZE=address driver LAB=$lab $srcarg FLAVOR=cpu BIN=$bin" \
+        --mpirun "$MPIRUN" --np "$np" --test-scale --out "$TMP/$lab-$name" --quiet "$@" >"$TMP/$lab-$name.log" 2>&1
+    echo $? >"$TMP/$lab-$name.rc"
+    echo "$((SECONDS - t0)) s $lab/$name at np $np" >>"$TMP/times"
+}
+queue_asan() {
+    while [ "$(jobs -rp | wc -l)" -ge "$SELFTEST_JOBS" ]; do wait -n; done
+    grade_asan "$@" &
 }
 
 full_marks() { # full_marks LAB NAME DESCRIPTION
@@ -78,20 +112,68 @@ view_fits() {
 
 # Lab 0 has nothing to implement: its program must score full marks.
 if [ -d labs/00-hello ] && { [ -z "${SELFTEST_LABS:-}" ] || [[ " $SELFTEST_LABS " == *" 00-hello "* ]]; }; then
-    VIEW=--brief grade 00-hello hello labs/00-hello "2 3"
+    VIEW=--brief queue 00-hello hello labs/00-hello "2 3"
+    wait
     full_marks 00-hello hello "lab 0 (hello) scores full marks at 2 and 3 ranks"
     view_fits 00-hello hello "2 3" 40 "program"
 fi
 
 # SELFTEST_LABS="01-collectives 06-ddp" limits the run to those labs (a lab's own check).
+want() { [ -z "${SELFTEST_LABS:-}" ] || [[ " $SELFTEST_LABS " == *" $1 "* ]]; }
+nps() { # nps LAB: "SOLUTION-NP|STARTER-NP|BROKEN-NP" from the lab's selftest.conf
+    local a b c
+    a=$(conf "$1" solution-np); b=$(conf "$1" starter-np); c=$(conf "$1" broken-np)
+    echo "${a:-1 2 4}|${b:-1 2}|${c:-2 3}"
+}
+expect_of() { sed -n 's|^// expect: ||p' "$1" | head -n 1; }
+
+# Every grading first, SELFTEST_JOBS at a time (each writes $TMP/LAB-NAME.{log,rc}); the
+# sanitizer flavour's library is built meanwhile, as one of the jobs
+: "${SELFTEST_ASAN:=1}" "${SELFTEST_ASAN_NP:=2}"
+asan_build=
+if [ "$SELFTEST_ASAN" != 0 ]; then
+    $MAKE --no-print-directory -s SANITIZE=address libs build/asan/public.syms >"$TMP/asan-build.log" 2>&1 &
+    asan_build=$!
+fi
 for dir in tests/broken/*/; do
     lab=$(basename "$dir")
-    if [ -n "${SELFTEST_LABS:-}" ] && [[ " $SELFTEST_LABS " != *" $lab "* ]]; then continue; fi
-    [ -f "grader/rubrics/$lab.rubric" ] || { notok "$lab: has a rubric"; continue; }
-    sol_np=$(conf "$lab" solution-np); start_np=$(conf "$lab" starter-np); broken_np=$(conf "$lab" broken-np)
-    : "${sol_np:=1 2 4}" "${start_np:=1 2}" "${broken_np:=2 3}"
+    want "$lab" && [ -f "grader/rubrics/$lab.rubric" ] || continue
+    IFS='|' read -r sol_np start_np broken_np <<<"$(nps "$lab")"
+    VIEW=--brief queue "$lab" solution "solutions/$lab" "$sol_np"
+    VIEW=--brief queue "$lab" starter "labs/$lab" "$start_np"
+    for f in "$dir"*.c; do
+        [ -f "$f" ] || continue
+        expect=$(expect_of "$f")
+        [ -n "$expect" ] || continue
+        np=$(sed -n 's|^// np: ||p' "$f" | head -n 1)
+        queue "$lab" "$(basename "$f" .c)" "$f" "${np:-$broken_np}" --filter "${expect#* }"
+    done
+done
+asan_ok=
+if [ -n "$asan_build" ]; then
+    wait "$asan_build" && asan_ok=yes
+    for dir in tests/broken/*/; do
+        lab=$(basename "$dir")
+        want "$lab" && [ -n "$asan_ok" ] || continue
+        queue_asan "$lab" solution "solutions/$lab" "$SELFTEST_ASAN_NP"
+    done
+    for f in tests/grader/asan/*.c; do
+        [ -f "$f" ] && [ -n "$asan_ok" ] || continue
+        lab=$(sed -n 's|^// lab: ||p' "$f" | head -n 1) expect=$(expect_of "$f")
+        want "$lab" || continue
+        queue_asan "$lab" "$(basename "$f" .c)" "$f" "$SELFTEST_ASAN_NP" --filter "${expect#* }"
+        queue "$lab" "plain-$(basename "$f" .c)" "$f" "$SELFTEST_ASAN_NP" --filter "${expect#* }"
+    done
+fi
+wait
 
-    VIEW=--brief grade "$lab" solution "solutions/$lab" "$sol_np"
+# Then the checks, lab by lab
+for dir in tests/broken/*/; do
+    lab=$(basename "$dir")
+    want "$lab" || continue
+    [ -f "grader/rubrics/$lab.rubric" ] || { notok "$lab: has a rubric"; continue; }
+    IFS='|' read -r sol_np start_np broken_np <<<"$(nps "$lab")"
+
     full_marks "$lab" solution "$lab: the solution scores full marks at world sizes $sol_np"
     view_fits "$lab" solution "$sol_np" 40 solution
     for f in results.json junit.xml cases.json; do
@@ -101,12 +183,10 @@ for dir in tests/broken/*/; do
         && ok "$lab: results.json is Gradescope-shaped (score, max_score, tests)" \
         || notok "$lab: results.json is Gradescope-shaped"
 
-    start=$SECONDS
-    VIEW=--brief grade "$lab" starter "labs/$lab" "$start_np"
     score=$(tail -n 1 "$TMP/$lab-starter.log")
     rc=$(cat "$TMP/$lab-starter.rc")
     if [ "$rc" = 1 ] && echo "$score" | grep -qE '^score: 0 / [0-9.]+$'; then
-        ok "$lab: the starter scores 0 without hanging ($score, exit $rc, $((SECONDS - start)) s)"
+        ok "$lab: the starter scores 0 without hanging ($score, exit $rc, $(cat "$TMP/$lab-starter.secs") s)"
     else
         notok "$lab: the starter scores 0 without hanging (got '$score', exit $rc)"
     fi
@@ -127,12 +207,10 @@ for dir in tests/broken/*/; do
     for f in "$dir"*.c; do
         [ -f "$f" ] || continue
         name=$(basename "$f" .c)
-        expect=$(sed -n 's|^// expect: ||p' "$f" | head -n 1)
+        expect=$(expect_of "$f")
         [ -n "$expect" ] || { notok "$lab/$name: has an '// expect:' line"; continue; }
         cls=${expect%% *}
-        glob=${expect#* }
         nbroken=$((nbroken + 1))
-        grade "$lab" "$name" "$f" "$broken_np" --filter "$glob"
         rc=$(cat "$TMP/$lab-$name.rc")
         score=$(tail -n 1 "$TMP/$lab-$name.log")
         if [ "$rc" = 0 ]; then
@@ -161,3 +239,38 @@ for dir in tests/broken/*/; do
     done
     [ "$nbroken" -ge 6 ] && ok "$lab: $nbroken broken implementations checked" || notok "$lab: at least 6 broken implementations ($nbroken)"
 done
+
+# The AddressSanitizer flavour
+if [ -n "$asan_build" ]; then
+    if [ -z "$asan_ok" ]; then
+        notok "the AddressSanitizer flavour builds (make SANITIZE=address libs): $(tail -n 3 "$TMP/asan-build.log" | tr '\n' ' ')"
+    else
+        for dir in tests/broken/*/; do
+            lab=$(basename "$dir")
+            want "$lab" || continue
+            ran=$(classes "$TMP/$lab-asan-solution/cases.json" 2>/dev/null | wc -l)
+            bad=$(classes "$TMP/$lab-asan-solution/cases.json" 2>/dev/null | grep -vc " pass$")
+            if [ "$ran" -gt 0 ] && [ "$bad" = 0 ]; then
+                ok "$lab: in the AddressSanitizer flavour at np $SELFTEST_ASAN_NP, every case of the solution passes ($ran)"
+            else
+                notok "$lab: in the AddressSanitizer flavour at np $SELFTEST_ASAN_NP, every case of the solution passes ($ran ran, $bad not: $(classes "$TMP/$lab-asan-solution/cases.json" 2>/dev/null | grep -v ' pass$' | head -n 2 | tr '\n' ' '))"
+                grep -E "^ +(wrong|crash|timeout|deadlock|error|forbidden|build)" "$TMP/$lab-asan-solution.log" | head -3 | sed 's/^/# /'
+                [ "$ran" -gt 0 ] || tail -n 4 "$TMP/$lab-asan-solution.log" | sed 's/^/# /'
+            fi
+        done
+        for f in tests/grader/asan/*.c; do
+            [ -f "$f" ] || continue
+            lab=$(sed -n 's|^// lab: ||p' "$f" | head -n 1) expect=$(expect_of "$f") name=$(basename "$f" .c)
+            want "$lab" || continue
+            cls=${expect%% *}
+            hit=$(classes "$TMP/$lab-asan-$name/cases.json" 2>/dev/null | awk -v c="$cls" '$2 == c {print $1; exit}')
+            plain_bad=$(classes "$TMP/$lab-plain-$name/cases.json" 2>/dev/null | grep -vc " pass$")
+            plain_ran=$(classes "$TMP/$lab-plain-$name/cases.json" 2>/dev/null | wc -l)
+            if [ -n "$hit" ] && [ "$plain_ran" -gt 0 ] && [ "$plain_bad" = 0 ]; then
+                ok "$lab/$name: caught as $cls in the AddressSanitizer flavour ($hit); its $plain_ran cases pass in the plain one"
+            else
+                notok "$lab/$name: caught as $cls in the AddressSanitizer flavour (seen: $(classes "$TMP/$lab-asan-$name/cases.json" 2>/dev/null | awk '{print $2}' | sort | uniq -c | tr '\n' ' ')), passing in the plain one ($plain_bad of $plain_ran not)"
+            fi
+        done
+    fi
+fi

@@ -1,4 +1,5 @@
-// expect: crash reduce_scatter.*
+// expect: crash reduce_scatter.oop.*
+// np: 3
 /* Broken on purpose: the reduce-scatter keeps its running sums in a host array it never
  * allocated, so the first write (recvcount > 0) dereferences NULL: SIGSEGV. */
 #define lab_reduce_scatter lab_reduce_scatter_solution

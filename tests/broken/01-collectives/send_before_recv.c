@@ -1,4 +1,5 @@
-// expect: deadlock allreduce_ring.*
+// expect: deadlock allreduce_ring.oop.*
+// np: 3
 /* Broken on purpose: each ring step sends, then receives, without a group. Every rank
  * sends at the same time; a send completes only when the peer posts its receive, which it
  * does only after its own send completes: everyone waits forever (the watchdog fires). */
