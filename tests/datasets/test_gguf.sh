@@ -2,11 +2,11 @@
 # test_gguf.sh - the GGUF reader/writer/dequantiser, the llama config and the BPE tokenizer
 # (tests/datasets/test_gguf.c; its SmolLM2 checks run when scripts/fetch-model.sh has fetched
 # the model or GGUF= names it), then a short libFuzzer run of the reader and the tokenizer
-# (FUZZ_SECONDS, default 25) when clang with libFuzzer is installed. B= picks the build
+# (FUZZ_SECONDS, default 10) when clang with libFuzzer is installed. B= picks the build
 # directory (default build); the binaries come from make.
 set -u
 cd "$(dirname "$0")/../.."
-: "${MAKE:=make}" "${B:=build}" "${FUZZ_SECONDS:=25}"
+: "${MAKE:=make}" "${B:=build}" "${FUZZ_SECONDS:=10}"
 TEST=$B/cpu/tests/test_gguf
 FUZZ=$B/tools/fuzz_gguf
 TMP=$(mktemp -d /tmp/paralab-gguf.XXXXXX)
