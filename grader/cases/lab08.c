@@ -93,23 +93,23 @@ static void plan_none(const drv_test *t, drv_plan *p) { (void)t, (void)p; }
 /* ==================================================================================== */
 
 static const drv_test TESTS[] = {
-    {.name = "config.errors", .group = "config", .setup = DRV_R(l8_config_setup), .check = DRV_R(l8_config_check),
+    {.name = "config.errors", .group = "config", .setup = DRV_R(l8_config_setup), .check = DRV_R(l8_config_check), .model = DRV_R(l8_model),
      .play = DRV_P(l8_config_play), .data = &g_state},
-    {.name = "grid", .group = "grid", .plan = plan_grid, .setup = DRV_R(l8_grid_setup), .check = DRV_R(l8_grid_check),
+    {.name = "grid", .group = "grid", .plan = plan_grid, .setup = DRV_R(l8_grid_setup), .check = DRV_R(l8_grid_check), .model = DRV_R(l8_model),
      .play = DRV_P(l8_grid_play), .data = &g_state},
     {.name = "grid.errors", .group = "grid_errors", .setup = DRV_R(l8_grid_errors_setup),
-     .check = DRV_R(l8_grid_errors_check), .play = DRV_P(l8_grid_errors_play), .data = &g_state},
+     .check = DRV_R(l8_grid_errors_check), .model = DRV_R(l8_model), .play = DRV_P(l8_grid_errors_play), .data = &g_state},
     {.name = "embed", .group = "embed", .plan = plan_tensor, .setup = DRV_R(l8_embed_setup),
-     .check = DRV_R(l8_embed_check), .play = DRV_P(l8_embed_play), .data = &g_state},
-    {.name = "xent", .group = "xent", .plan = plan_tensor, .setup = DRV_R(l8_xent_setup), .check = DRV_R(l8_xent_check),
+     .check = DRV_R(l8_embed_check), .model = DRV_R(l8_model), .play = DRV_P(l8_embed_play), .data = &g_state},
+    {.name = "xent", .group = "xent", .plan = plan_tensor, .setup = DRV_R(l8_xent_setup), .check = DRV_R(l8_xent_check), .model = DRV_R(l8_model),
      .play = DRV_P(l8_xent_play), .data = &g_state},
     /* these two rows are planned together by the first (plan_steps); the traffic case
      * judges the run its step case played, or plays one itself */
-    {.name = "step", .plan = plan_steps, .setup = DRV_R(l8_step_setup), .check = DRV_R(l8_step_check),
+    {.name = "step", .plan = plan_steps, .setup = DRV_R(l8_step_setup), .check = DRV_R(l8_step_check), .model = DRV_R(l8_model),
      .perf = DRV_R(l8_step_perf), .refresh = DRV_R(l8_step_refresh), .verify = DRV_R(l8_step_verify),
      .teardown = DRV_R(l8_step_teardown),
      .play = DRV_P(l8_step_play), .timed = DRV_P(l8_step_timed), .release = DRV_P(l8_step_release), .data = &g_state},
-    {.name = "traffic", .plan = plan_none, .setup = DRV_R(l8_step_setup), .check = DRV_R(l8_traffic_check),
+    {.name = "traffic", .plan = plan_none, .setup = DRV_R(l8_step_setup), .check = DRV_R(l8_traffic_check), .model = DRV_R(l8_model),
      .play = DRV_P(l8_step_play), .release = DRV_P(l8_step_release), .data = &g_state},
     {NULL},
 };

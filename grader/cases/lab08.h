@@ -196,6 +196,8 @@ void l8_grid_errors_setup(drv_case *c);
 void l8_grid_errors_check(drv_case *c);
 void l8_embed_setup(drv_case *c);
 void l8_embed_check(drv_case *c);
+/* every case gives back the device memory its calls took (the player's pl_mem_in_use) */
+void l8_model(drv_case *c, drv_model *m);
 void l8_xent_setup(drv_case *c);
 void l8_xent_check(drv_case *c);
 void l8_step_setup(drv_case *c);

@@ -43,6 +43,13 @@ typedef struct {
     int want[32], n;
 } config_case;
 
+/* Every case frees what it allocated: the player's pl_mem_in_use after the calls (and the
+ * kit's own frees) equals its value before them, on every rank (docs/grader.md). */
+void l8_model(drv_case *c, drv_model *m) {
+    (void)c;
+    m->no_leak = true;
+}
+
 void l8_config_setup(drv_case *c) {
     config_case *x = drv_state(c, sizeof *x);
     l8_config_in in[32];

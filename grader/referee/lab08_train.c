@@ -178,9 +178,18 @@ struct l8_run {
     bool failed_rc;
     char rc_msg[200];
     double loss[L8_MAX_STEPS], norm[L8_MAX_STEPS], ref_loss[L8_MAX_STEPS], ref_norm[L8_MAX_STEPS];
-    double loss_err, norm_err, param_err;
+    double loss_err, norm_err, param_err; /* the first step's loss and norm; the parameters */
+    double later_err;                     /* the later steps' losses and norms              */
     l8_tally want[L8_NGROUPS];
 };
+
+/* What follows an AdamW update (the parameters, and the later steps' losses and norms) is
+ * compared at 1e-4, not at the float tolerance of the first step's loss and norm: AdamW
+ * divides each gradient by its own running RMS, so an element whose gradient sits at the
+ * rounding level of the float32 sums that make it (the double-precision serial run puts it
+ * at +1e-9, the float run at -1e-9) moves by up to lr either way. On the solution, 2e-7 to
+ * 2e-6 typically, and 2.4e-5 once in about 300 step cases. */
+static double adam_tolerance(void) { return fmax(drv_tolerance(), 1e-4); }
 
 static l8_run *run_of(const drv_case *c) { return l8_state_of(c)->runs[c->arg[0]]; }
 
@@ -265,15 +274,19 @@ static void judge(drv_case *c, l8_state *S, l8_run *R) {
     R->param_err = l8_rel_err(drv_slot_host(c, "params"), want, R->lay.count);
     /* the replicas' losses live on the last stage; tensor rank 0 speaks for each */
     const double *losses = drv_slot_host(c, "losses"), *norms = drv_slot_host(c, "norms");
-    R->loss_err = R->norm_err = 0;
+    R->loss_err = R->norm_err = R->later_err = 0;
     for (int k = 0; k < S->steps; k++) {
         double mine = R->lay.last && R->lay.tp == 0 ? losses[k] : 0;
         R->loss[k] = drv_sum(isfinite(mine) ? mine : 1e30) / d;
         R->norm[k] = norms[k];
         double le = fabs(R->loss[k] - R->ref_loss[k]) / fabs(R->ref_loss[k]);
         double ne = isfinite(norms[k]) ? fabs(norms[k] - R->ref_norm[k]) / R->ref_norm[k] : INFINITY;
-        if (!(le <= R->loss_err)) R->loss_err = le;
-        if (!(ne <= R->norm_err)) R->norm_err = ne;
+        if (k == 0) {
+            R->loss_err = le, R->norm_err = ne;
+        } else {
+            if (!(le <= R->later_err)) R->later_err = le;
+            if (!(ne <= R->later_err)) R->later_err = ne;
+        }
     }
     l8_expected_traffic(cf, &R->lay, c->world, R->want);
     free(tok), free(tgt), free(want);
@@ -294,21 +307,25 @@ void l8_step_check(drv_case *c) {
     }
     double tol = drv_tolerance();
     char what[200];
-    snprintf(what, sizeof what, "loss (mean over the replicas' micro-batches) vs the serial loss of the global batch: step 1 %.6f vs %.6f",
+    snprintf(what, sizeof what, "step 1's loss (mean over the replicas' micro-batches) vs the serial loss of the global batch: %.6f vs %.6f",
              R->loss[0], R->ref_loss[0]);
     drv_check_error(c, what, R->loss_err, tol);
-    snprintf(what, sizeof what, "global gradient norm (each parameter once) vs the serial run's: step 1 %.6f vs %.6f", R->norm[0],
+    snprintf(what, sizeof what, "step 1's global gradient norm (each parameter once) vs the serial run's: %.6f vs %.6f", R->norm[0],
              R->ref_norm[0]);
     drv_check_error(c, what, R->norm_err, tol);
+    if (steps > 1) {
+        snprintf(what, sizeof what, "losses and gradient norms of steps 2..%d vs the serial run's", steps);
+        drv_check_error(c, what, R->later_err, adam_tolerance());
+    }
     snprintf(what, sizeof what, "parameters after %d steps (clipping, AdamW, ZeRO-1) vs the serial run's slice", steps);
-    drv_check_error(c, what, R->param_err, tol);
+    drv_check_error(c, what, R->param_err, adam_tolerance());
     drv_num(c, "loss", R->loss[steps - 1]);
     drv_num(c, "grad_norm", R->ref_norm[0]);
     if (drv_max(drv_failed(c)) == 0)
         drv_note(c, "%d steps, m=%d: losses %.6f..%.6f, norms %.4f..%.4f (clip %.2f) as the single-rank run's; parameters within "
-                    "%.1e (tolerance %.0e)",
+                    "%.1e (tolerance %.0e after AdamW, %.0e before)",
                  steps, R->cfg.micro, R->loss[0], R->loss[steps - 1], R->ref_norm[0], R->ref_norm[steps - 1], R->cfg.max_norm,
-                 drv_max(R->param_err), tol);
+                 drv_max(R->param_err), adam_tolerance(), tol);
 }
 
 void l8_traffic_check(drv_case *c) {
@@ -373,7 +390,7 @@ void l8_step_verify(drv_case *c, int run) {
     const l8_step_report *rep = drv_slot_host(c, "report");
     const double *losses = drv_slot_host(c, "losses"), *norms = drv_slot_host(c, "norms");
     double mine = R->lay.last && R->lay.tp == 0 ? losses[0] : 0;
-    double loss = drv_sum(isfinite(mine) ? mine : 1e30) / d, tol = drv_tolerance();
+    double loss = drv_sum(isfinite(mine) ? mine : 1e30) / d, tol = adam_tolerance(); /* a step after AdamW's */
     double rc_bad = drv_max(rep->rc != L8_OK);
     double le = fabs(loss - ref_loss) / fabs(ref_loss);
     double ne = drv_max(isfinite(norms[0]) ? fabs(norms[0] - ref_norm) / ref_norm : 1e30);
