@@ -205,17 +205,6 @@ static bool step_ran(drv_case *c) {
     return bad == 0;
 }
 
-/* Relative Frobenius error of got against want (NaN: infinite). */
-static double rel_err(const float *got, const double *want, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(got[i])) return INFINITY;
-        double d = got[i] - want[i];
-        num += d * d, den += want[i] * want[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
 /* The stage's parameter blocks in the slots' order: names and sizes (a malloc'd array). */
 typedef struct {
     char name[32];
@@ -259,7 +248,7 @@ static void check_results(drv_case *c, run_case *st) {
             want_g[k] = -lr * st->ref_grad[at + k];
             want_p[k] = (double)st->w0[at + k] - lr * st->ref_grad[at + k];
         }
-        double g = rel_err(grads + at, want_g, count), p = rel_err(params + at, want_p, count), e = g > p ? g : p;
+        double g = drv_rel_err(grads + at, want_g, count), p = drv_rel_err(params + at, want_p, count), e = g > p ? g : p;
         if (!(g <= eg)) eg = g;
         if (!(p <= ep)) ep = p;
         if (!(e <= worst_e)) worst_e = e, snprintf(worst, sizeof worst, "%s", parts[i].name);

@@ -266,16 +266,6 @@ static void check_tensor_traffic(drv_case *c, const char *what, const l8_tally g
     else if (anywhere > 0) drv_fail(c, "%s: wrong traffic on another rank", what);
 }
 
-double l8_rel_err(const float *got, const double *want, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(got[i])) return INFINITY;
-        double e = got[i] - want[i];
-        num += e * e, den += want[i] * want[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
 /* ==================================================================================== */
 /* embed.*                                                                                */
 /* ==================================================================================== */
@@ -351,10 +341,10 @@ void l8_embed_check(drv_case *c) {
     for (size_t i = 0; i < VtC; i++) dW[i] = dW[(size_t)r * VtC + i] + dwte0[i];
     for (size_t i = 0; i < TC; i++) dP[i] += dwpe0[i];
     double tol = drv_tolerance();
-    drv_check_error(c, "x = wte[tokens] + wpe after td_embed_forward", l8_rel_err(drv_slot_host(c, "x"), X, NC), tol);
+    drv_check_error(c, "x = wte[tokens] + wpe after td_embed_forward", drv_rel_err(drv_slot_host(c, "x"), X, NC), tol);
     drv_check_error(c, "dwte (this rank's rows, accumulated) after td_embed_backward",
-                    l8_rel_err(drv_slot_host(c, "dwte"), dW, VtC), tol);
-    drv_check_error(c, "dwpe (accumulated) after td_embed_backward", l8_rel_err(drv_slot_host(c, "dwpe"), dP, TC), tol);
+                    drv_rel_err(drv_slot_host(c, "dwte"), dW, VtC), tol);
+    drv_check_error(c, "dwpe (accumulated) after td_embed_backward", drv_rel_err(drv_slot_host(c, "dwpe"), dP, TC), tol);
     l8_tally tally[2][L8_NGROUPS];
     memcpy(tally, drv_slot_host(c, "tally"), sizeof tally);
     if (drv_max(drv_failed(c)) == 0) {
@@ -423,7 +413,7 @@ void l8_xent_check(drv_case *c) {
     double tol = drv_tolerance();
     drv_check_error(c, "losses after td_xent (whole-vocabulary softmax)", loss_err, tol);
     drv_check_error(c, "dlogits (this rank's columns) after td_xent",
-                    l8_rel_err(drv_slot_host(c, "dlogits"), D, (size_t)N * Vt), tol);
+                    drv_rel_err(drv_slot_host(c, "dlogits"), D, (size_t)N * Vt), tol);
     l8_tally tally[L8_NGROUPS];
     memcpy(tally, drv_slot_host(c, "tally"), sizeof tally);
     if (drv_max(drv_failed(c)) == 0) check_tensor_traffic(c, "td_xent", tally, t > 1 ? 3 : 0, t > 1 ? 3.0 * 4 * N : 0);

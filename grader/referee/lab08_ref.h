@@ -17,7 +17,5 @@ void l8_expected_traffic(const l8_cfg *c, const l8_layout *lay, int world, l8_ta
 /* The first group whose counted traffic differs from want, with a sentence in why; -1
  * when they all agree. */
 int l8_traffic_diff(const l8_tally got[L8_NGROUPS], const l8_tally want[L8_NGROUPS], char *why, size_t len);
-/* ||got - want|| / ||want|| (absolute when want is zero; NaN or inf: infinite). */
-double l8_rel_err(const float *got, const double *want, size_t n);
 
 #endif

@@ -271,7 +271,7 @@ static void judge(drv_case *c, l8_state *S, l8_run *R) {
         serial_step(R->M, tok, tgt, B, &R->ref_loss[k], &R->ref_norm[k]);
     }
     serial_slice(R->M, &R->lay, want);
-    R->param_err = l8_rel_err(drv_slot_host(c, "params"), want, R->lay.count);
+    R->param_err = drv_rel_err(drv_slot_host(c, "params"), want, R->lay.count);
     /* the replicas' losses live on the last stage; tensor rank 0 speaks for each */
     const double *losses = drv_slot_host(c, "losses"), *norms = drv_slot_host(c, "norms");
     R->loss_err = R->norm_err = R->later_err = 0;
@@ -394,7 +394,7 @@ void l8_step_verify(drv_case *c, int run) {
     double rc_bad = drv_max(rep->rc != L8_OK);
     double le = fabs(loss - ref_loss) / fabs(ref_loss);
     double ne = drv_max(isfinite(norms[0]) ? fabs(norms[0] - ref_norm) / ref_norm : 1e30);
-    double pe = drv_max(l8_rel_err(drv_slot_host(c, "params"), want, R->lay.count));
+    double pe = drv_max(drv_rel_err(drv_slot_host(c, "params"), want, R->lay.count));
     if (rc_bad > 0) drv_fail(c, "timed run %d: td_train_step returned %d (%s)", run, (int)rep->rc, l8_code_name(rep->rc));
     else if (!(le <= tol)) drv_fail(c, "timed run %d: loss %.6f, the serial run's %.6f", run, loss, ref_loss);
     else if (!(ne <= tol)) drv_fail(c, "timed run %d: gradient norm %.6f, the serial run's %.6f", run, norms[0], ref_norm);

@@ -318,3 +318,13 @@ uint64_t drv_unpredictable(void) {
     state = splitmix(state + hand_seed());
     return state;
 }
+
+double drv_rel_err(const float *got, const double *want, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i])) return INFINITY;
+        double e = got[i] - want[i];
+        num += e * e, den += want[i] * want[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}

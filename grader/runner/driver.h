@@ -320,6 +320,9 @@ double drv_check_strided(drv_case *c, const char *what, const float *got, size_t
                          size_t rows, size_t cols, bool exact);
 /* The same for a relative error computed by the test itself (reduced over ranks here). */
 double drv_check_error(drv_case *c, const char *what, double rel_err, double tolerance);
+/* The relative Frobenius error of a float result against a double reference: ||got -
+ * want|| / ||want|| (the absolute norm when want is all zeros; infinite at a NaN or inf). */
+double drv_rel_err(const float *got, const double *want, size_t n);
 
 /* The seed of rank r's inputs of case c (run `run` of a perf loop, 0 for the case itself):
  * derived from the run's key in a graded run (no player can know it), from --seed, the
