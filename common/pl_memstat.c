@@ -142,16 +142,36 @@ void pl_mem_site(const pl_alloc_info *a, char *buf, size_t len) {
 }
 
 size_t pl_mem_leak_report(uint64_t mark, char *buf, size_t len) {
-    enum { SHOWN = 8 };
-    pl_alloc_info a[SHOWN];
-    size_t bytes = 0, n = pl_mem_live_since(mark, a, SHOWN, &bytes);
-    if (!n || !buf || !len) return n;
-    int w = snprintf(buf, len, "leaked %zu allocation%s (%zu bytes):", n, n == 1 ? "" : "s", bytes);
-    for (size_t i = 0; i < n && i < SHOWN && w > 0 && (size_t)w < len; i++) {
-        char site[160];
-        pl_mem_site(&a[i], site, sizeof site);
-        w += snprintf(buf + w, len - (size_t)w, "%s %s", i ? "," : "", site);
+    /* the oldest FETCHED allocations, one entry per site ("zero.c:104 (10 times)"): a
+     * free function that forgets a per-unit buffer leaks it once per unit */
+    enum { FETCHED = 256, SHOWN = 8 };
+    pl_alloc_info *a = malloc(FETCHED * sizeof *a);
+    PL_CHECK(a != NULL, "out of host memory");
+    size_t bytes = 0, n = pl_mem_live_since(mark, a, FETCHED, &bytes);
+    if (!n || !buf || !len) {
+        free(a);
+        return n;
     }
-    if (n > SHOWN && w > 0 && (size_t)w < len) snprintf(buf + w, len - (size_t)w, ", ... (%zu more)", n - SHOWN);
+    size_t got = n < FETCHED ? n : FETCHED, nsites = 0, times[SHOWN] = {0};
+    char site[SHOWN][160], more[160];
+    bool rest = n > got; /* allocations past FETCHED, or at sites past SHOWN */
+    for (size_t i = 0; i < got; i++) {
+        pl_mem_site(&a[i], more, sizeof more);
+        size_t k = 0;
+        while (k < nsites && strcmp(site[k], more)) k++;
+        if (k == nsites && nsites == SHOWN) {
+            rest = true;
+            continue;
+        }
+        if (k == nsites) snprintf(site[nsites++], sizeof site[0], "%s", more);
+        times[k]++;
+    }
+    free(a);
+    int w = snprintf(buf, len, "leaked %zu allocation%s (%zu bytes):", n, n == 1 ? "" : "s", bytes);
+    for (size_t k = 0; k < nsites && w > 0 && (size_t)w < len; k++) {
+        w += snprintf(buf + w, len - (size_t)w, "%s %s", k ? "," : "", site[k]);
+        if (times[k] > 1 && w > 0 && (size_t)w < len) w += snprintf(buf + w, len - (size_t)w, " (%zu times)", times[k]);
+    }
+    if (rest && w > 0 && (size_t)w < len) snprintf(buf + w, len - (size_t)w, ", ...");
     return n;
 }

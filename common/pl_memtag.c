@@ -45,14 +45,16 @@ static void put(void *p, size_t bytes, pl_mem_tag tag) {
     g_live++;
 }
 
-void *pl_malloc_tagged(size_t bytes, pl_mem_tag tag) {
+void *pl_malloc_tagged_at(size_t bytes, pl_mem_tag tag, const char *file, int line) {
     PL_CHECK(tag > PL_MEM_UNTAGGED && tag < PL_MEM_NTAGS, "pl_malloc_tagged: not a memory category");
-    void *p = pl_malloc(bytes);
+    void *p = pl_malloc_at(bytes, file, line);
     put(p, bytes, tag);
     g_in_use[tag] += bytes;
     if (g_in_use[tag] > g_peak[tag]) g_peak[tag] = g_in_use[tag];
     return p;
 }
+/* Reached only without the header's macro (a function pointer): the site is this file's. */
+void *(pl_malloc_tagged)(size_t bytes, pl_mem_tag tag) { return pl_malloc_tagged_at(bytes, tag, __FILE__, __LINE__); }
 
 void pl_memtag_forget(void *p) {
     if (!g_live || !p) return;

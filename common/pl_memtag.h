@@ -28,8 +28,12 @@ typedef enum {
     PL_MEM_NTAGS
 } pl_mem_tag;
 
-/* pl_malloc(bytes), counted in `tag`. Never NULL; fatal on failure, like pl_malloc. */
+/* pl_malloc(bytes), counted in `tag`. Never NULL; fatal on failure, like pl_malloc. A macro
+ * over pl_malloc_tagged_at, which records the call site as pl_malloc does (a leak or a
+ * damaged red zone then names the line that allocated it). */
 void *pl_malloc_tagged(size_t bytes, pl_mem_tag tag);
+void *pl_malloc_tagged_at(size_t bytes, pl_mem_tag tag, const char *file, int line);
+#define pl_malloc_tagged(bytes, tag) pl_malloc_tagged_at((bytes), (tag), __FILE__, __LINE__)
 /* Bytes allocated now in the category (PL_MEM_UNTAGGED: pl_mem_in_use() minus every tagged
  * allocation). */
 size_t pl_mem_tag_in_use(pl_mem_tag tag);

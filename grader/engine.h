@@ -275,6 +275,7 @@ typedef struct {
     bool accepted;      // someone connected
     bool keyed;         // every rank said hello and got the key
     char *tamper;       // why the channel stopped trusting the run (malloc'd), or NULL
+    char *abort_case;   // the case a signed abort names (its referee's own), or NULL
     size_t line_max;    // the longest record rank 0 may send next (the protocol sets it)
 } channel;
 

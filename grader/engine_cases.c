@@ -405,10 +405,12 @@ static bool list_plan(world *w, const rubric_run *extra, char **why)
     return true;
 }
 
-/* After a tampering: the running case is `tampered`; between cases, a stray result makes
- * the result before it suspect (a forger's pass, answered by the driver's own record), so
- * that case is revised to `tampered`; anything else makes the next open case `tampered`.
- * The other open cases are `missing`. */
+/* After a tampering: the case a referee's signed abort names, when it is still open (rank
+ * 0's records of the cases before it may not have been read yet), is `tampered`; else the
+ * running case; between cases, a stray result makes the result before it suspect (a
+ * forger's pass, answered by the driver's own record), so that case is revised to
+ * `tampered`; anything else makes the next open case `tampered`. The other open cases are
+ * `missing`. */
 static void classify_tampering(world *w, run_state *s, const char *start_after)
 {
     char *why = xasprintf("the run's records cannot be trusted: %s", s->proto.tamper);
@@ -418,7 +420,12 @@ static void classify_tampering(world *w, run_state *s, const char *start_after)
     }
     int target = -1;
     bool done = false;  // the target has a classification already
-    if (s->proto.pending >= 0) {
+    const char *named = s->chan ? s->chan->abort_case : NULL;
+    for (int i = 0; named && i < w->plan.count && target < 0; i++)
+        if (w->outcome[i] < 0 && !strcmp(w->plan.v[i].name, named)) target = i;
+    if (target >= 0) {
+        // the aborting referee's case
+    } else if (s->proto.pending >= 0) {
         target = first_index(s, s->proto.pending);
     } else if (s->proto.stray_result && s->proto.last_result >= 0) {
         target = first_index(s, s->proto.last_result);

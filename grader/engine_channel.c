@@ -160,6 +160,9 @@ static bool on_other(channel *ch, chan_peer *p, const char *line, size_t len)
     const cJSON *ev = cJSON_GetObjectItemCaseSensitive(o, "event"), *why = cJSON_GetObjectItemCaseSensitive(o, "why");
     char *text = NULL;
     if (cJSON_IsString(ev) && !strcmp(ev->valuestring, "abort")) {
+        // the referee knows its case; rank 0's records may still be on their way
+        const cJSON *cs = cJSON_GetObjectItemCaseSensitive(o, "case");
+        if (cJSON_IsString(cs) && !ch->abort_case && strlen(cs->valuestring) < 256) ch->abort_case = xstrdup(cs->valuestring);
         char *w = xstrdup(cJSON_IsString(why) ? why->valuestring : "(no reason)");
         flatten_text(w, 300);
         text = xasprintf("rank %d's referee stopped the run: %s", p->rank, w);
@@ -218,8 +221,15 @@ static bool read_peer(channel *ch, chan_peer *p, size_t budget, line_fn fn, void
 
 bool channel_read(channel *ch, size_t budget, line_fn fn, void *ctx)
 {
-    for (int i = 0; i < ch->npeers; i++)
-        if (!read_peer(ch, &ch->peers[i], budget, fn, ctx)) return false;
+    for (int i = 0; i < ch->npeers; i++) {
+        chan_peer *p = &ch->peers[i];
+        if (read_peer(ch, p, budget, fn, ctx)) continue;
+        // another rank's referee stopped the run: what rank 0 wrote before it may have
+        // arrived after rank 0's turn; read it, so that the records place the stop
+        for (int j = 0; p->rank > 0 && ch->keyed && j < ch->npeers; j++)
+            if (ch->peers[j].rank == 0) read_peer(ch, &ch->peers[j], budget, fn, ctx);
+        return false;
+    }
     return !ch->tamper;
 }
 
@@ -236,6 +246,7 @@ void channel_close(channel *ch)
     free(ch->dir);
     free(ch->path);
     free(ch->tamper);
+    free(ch->abort_case);
     memset(ch->key, 0, sizeof ch->key);
     *ch = (channel){.listen_fd = -1};
 }

@@ -230,9 +230,9 @@ static void plan_modes(const drv_test *t, drv_plan *p) {
 
 static const drv_test TESTS[] = {
     {.name = "rules", .group = "rules", .plan = plan_rules, .setup = DRV_R(lab5_rules_setup),
-     .check = DRV_R(lab5_rules_check), .play = DRV_P(lab5_play_rules)},
+     .check = DRV_R(lab5_rules_check), .model = DRV_R(lab5_leak_model), .play = DRV_P(lab5_play_rules)},
     {.name = "modes", .plan = plan_modes, .setup = DRV_R(lab5_modes_setup), .check = DRV_R(lab5_modes_check),
-     .perf = DRV_R(lab5_modes_perf), .refresh = DRV_R(lab5_modes_refresh), .verify = DRV_R(lab5_modes_verify),
+     .model = DRV_R(lab5_leak_model), .perf = DRV_R(lab5_modes_perf), .refresh = DRV_R(lab5_modes_refresh), .verify = DRV_R(lab5_modes_verify),
      .teardown = DRV_R(lab5_modes_teardown), .play = DRV_P(lab5_play_modes), .timed = DRV_P(lab5_timed),
      .release = DRV_P(lab5_release)},
     {NULL},

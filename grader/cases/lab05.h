@@ -207,6 +207,7 @@ void lab5_rules_setup(drv_case *c);
 void lab5_rules_check(drv_case *c);
 void lab5_modes_setup(drv_case *c);
 void lab5_modes_check(drv_case *c);
+void lab5_leak_model(drv_case *c, drv_model *m);
 void lab5_modes_perf(drv_case *c);
 void lab5_modes_refresh(drv_case *c, int run);
 void lab5_modes_verify(drv_case *c, int run);

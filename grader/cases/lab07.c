@@ -106,7 +106,7 @@ static void plan_ckpt(const drv_test *t, drv_plan *p) {
      .check = DRV_R(l7_layouts_check), .teardown = DRV_R(l7_layouts_teardown), .play = DRV_P(l7_play_layouts)}
 #define VARIANT_ROW(nm)                                                                                      \
     {.name = nm, .group = nm, .plan = plan_variants, .setup = DRV_R(l7_run_setup), .check = DRV_R(l7_run_check), \
-     .play = DRV_P(l7_play_run)}
+     .model = DRV_R(l7_leak_model), .play = DRV_P(l7_play_run)}
 static const drv_test TESTS[] = {
     LAYOUT_ROW("layout"),
     LAYOUT_ROW("plan"),
@@ -117,7 +117,7 @@ static const drv_test TESTS[] = {
     VARIANT_ROW("overlap"),
     VARIANT_ROW("prefetch"),
     {.name = "ckpt", .group = "ckpt", .plan = plan_ckpt, .setup = DRV_R(l7_ckpt_setup), .check = DRV_R(l7_ckpt_check),
-     .teardown = DRV_R(l7_ckpt_teardown), .interlude = DRV_R(l7_ckpt_interlude), .play = DRV_P(l7_play_ckpt)},
+     .model = DRV_R(l7_leak_model), .teardown = DRV_R(l7_ckpt_teardown), .interlude = DRV_R(l7_ckpt_interlude), .play = DRV_P(l7_play_ckpt)},
     {NULL},
 };
 

@@ -270,6 +270,7 @@ void l7_layouts_check(drv_case *c);
 void l7_layouts_teardown(drv_case *c);
 void l7_run_setup(drv_case *c);
 void l7_run_check(drv_case *c);
+void l7_leak_model(drv_case *c, drv_model *m);
 void l7_ckpt_setup(drv_case *c);
 void l7_ckpt_interlude(drv_case *c, int which);
 void l7_ckpt_check(drv_case *c);

@@ -20,11 +20,6 @@ static void load_profile(void) {
     if (!g_have_prof && strcmp(f->profile, "dgx-h100")) pl_usage_error("--profile: %s", err);
 }
 
-static double max_over_ranks(double v) {
-    pl_host_allreduce(&v, 1, PL_HOST_MAX, NULL);
-    return v;
-}
-
 /* A device tensor [rows x cols] filled from the counter RNG (this process's seed). */
 static pl_tensor make_input(int64_t rows, int64_t cols, uint64_t id) {
     pl_tensor t = pl_tensor_view(pl_malloc_floats((size_t)(rows * cols) + 1), rows, cols);
@@ -74,7 +69,7 @@ static double record_step(lab2_step *a, pl_metrics *m, size_t *first) {
         double s = ev[i].t_start > until ? ev[i].t_start : until, e = ev[i].t_end > t1 ? t1 : ev[i].t_end;
         if (e > s) busy += e - s, until = e;
     }
-    return max_over_ranks(t1 > t0 ? busy / (t1 - t0) : 0);
+    return drv_max(t1 > t0 ? busy / (t1 - t0) : 0);
 }
 
 static void parse_shape(const char *spec, int64_t *T, int64_t *d, int64_t *f) {
@@ -104,7 +99,7 @@ static int scaling_line(const char *kind, int64_t T, int64_t d, int64_t f, const
         pred_this = pt.step_time;
     drv_say("scaling kind=%s np=%d T=%lld d=%lld ffn=%lld time_us=%.1f min_us=%.1f flops_per_rank=%.0f comm_frac=%.4f "
             "pred_us=%.3f pred_comm_frac=%.4f ideal_us=%.3f pred_this_us=%.1f profile=%s device=%s\n",
-            kind, n, (long long)T, (long long)d, (long long)f, t.median_us, t.min_us, max_over_ranks(m.gemm_flops),
+            kind, n, (long long)T, (long long)d, (long long)f, t.median_us, t.min_us, drv_max(m.gemm_flops),
             comm_frac, pred * 1e6, pp.comm_fraction, ideal * 1e6, pred_this * 1e6, g_have_prof ? g_prof.name : "-",
             pl_device_name(pl_info()->device));
     step_free(&a);
@@ -172,7 +167,7 @@ int mode_bench(void) {
         pl_gemm(false, true, (int)T, (int)ol, (int)in, 1, x.data, (int)x.ld, l.w.data, (int)l.w.ld, 0, y2, (int)ol, NULL);
         pl_device_sync();
         double t2 = pl_now();
-        if (i >= 0) ta[i] = max_over_ranks(t1 - t0), tb[i] = max_over_ranks(t2 - t1);
+        if (i >= 0) ta[i] = drv_max(t1 - t0), tb[i] = drv_max(t2 - t1);
     }
     qsort(ta, (size_t)iters, sizeof *ta, cmp_d);
     qsort(tb, (size_t)iters, sizeof *tb, cmp_d);

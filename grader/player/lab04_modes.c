@@ -18,14 +18,6 @@
 
 #include "lab04_play.h"
 
-static double all_op(double v, pl_host_op op) {
-    pl_host_allreduce(&v, 1, op, NULL);
-    return v;
-}
-static double all_max(double v) { return all_op(v, PL_HOST_MAX); }
-static double all_min(double v) { return all_op(v, PL_HOST_MIN); }
-static double all_sum(double v) { return all_op(v, PL_HOST_SUM); }
-
 /* Host tokens or targets [m][T, b] of the counter RNG (ids in [0, V)). */
 static void make_ids(int *host, int m, const gpt_config *mc, uint64_t seed, uint64_t id) {
     size_t n = (size_t)m * mc->seq * mc->batch;
@@ -75,12 +67,12 @@ static step_result measured_step(pp_stage *st, const pp_plan *pl, const pp_batch
     double t0 = pl_now();
     r.rc = pp_execute(st, pl, b, &r.loss);
     pl_device_sync();
-    r.ms = all_max(1e3 * (pl_now() - t0));
-    int worst = (int)all_min(r.rc); /* the codes are negative */
+    r.ms = drv_max(1e3 * (pl_now() - t0));
+    int worst = (int)drv_min(r.rc); /* the codes are negative */
     if (worst != PP_OK) pl_usage_error("pp_execute returned %d (%s)", worst, pp_error_string(worst));
-    r.loss = all_max(st->has_head ? r.loss : -INFINITY);
-    r.stash = all_max((double)(pl_mem_peak() - in_use));
-    r.idle = all_sum(lab4_trace_idle()) / st->cfg.stages;
+    r.loss = drv_max(st->has_head ? r.loss : -INFINITY);
+    r.stash = drv_max((double)(pl_mem_peak() - in_use));
+    r.idle = drv_sum(lab4_trace_idle()) / st->cfg.stages;
     plc_prediction pp;
     if (lab4_profile(0) && lab4_predict_step(lab4_profile(0), st->comm, &pp))
         r.pred_us = pp.step_time * 1e6, r.pred_bubble = 1 - pp.compute_time / pp.step_time;
@@ -131,7 +123,7 @@ int lab4_mode_sweep(void) {
             double logical = NAN;
             if (lab4_clock_run(&view, v, &ck)) logical = (double)(ck.makespan - ck.busy[0]) / ck.makespan;
             lab4_clock_free(&ck);
-            double bound = all_max(lab4_stash_bound(&mc, (const lab4_config *)&cfg, st.stage, view.acts[st.stage],
+            double bound = drv_max(lab4_stash_bound(&mc, (const lab4_config *)&cfg, st.stage, view.acts[st.stage],
                                                     view.count[st.stage], k == PP_ZB_H1));
             drv_say("sweep sched=%s p=%d m=%d v=%d bubble_theory=%.4f bubble_clock=%.4f idle_measured=%.4f pred_bubble=%.4f "
                     "pred_step_us=%.1f stash_bytes=%.0f stash_bound=%.0f step_ms=%.3f\n",
@@ -224,25 +216,6 @@ static double serial_step(serial_model *s, const int *tok, const int *tgt, float
 /* train                                                                                  */
 /* ==================================================================================== */
 
-/* The text as bytes: --text, else a licence Debian ships, else the Lab 4 handout. */
-static unsigned char *read_text(size_t *n) {
-    const char *paths[2] = {lab4_opts()->text ? lab4_opts()->text : "/usr/share/common-licenses/GPL-3", lab4_opts()->text ? NULL : "labs/04-pipeline/README.md"};
-    for (int i = 0; i < 2 && paths[i]; i++) {
-        FILE *f = fopen(paths[i], "rb");
-        if (!f) continue;
-        unsigned char *buf = malloc(1 << 22);
-        PL_CHECK(buf != NULL, "out of host memory");
-        *n = fread(buf, 1, (1 << 22), f);
-        fclose(f);
-        if (*n > 1000) {
-            drv_say("# train: %zu bytes of %s\n", *n, paths[i]);
-            return buf;
-        }
-        free(buf);
-    }
-    pl_usage_error("--text %s: cannot read it, or it holds under 1000 bytes", lab4_opts()->text ? lab4_opts()->text : paths[0]);
-}
-
 /* Step `step`'s windows of T+1 bytes: micro-batch k, sequence j starts at a position from
  * the counter RNG; tokens are bytes t, targets bytes t+1 ([m][T, b], sequence-major). */
 static void text_batch(const unsigned char *text, size_t n, int step, int m, const gpt_config *mc, int *tok, int *tgt) {
@@ -270,7 +243,7 @@ int lab4_mode_train(void) {
     if (rc != PP_OK) pl_usage_error("pp_config_check: %s (p %d, m %d, v %d, %d blocks)", pp_error_string(rc), p, m, v, L);
     float lr = (float)lab4_opts()->train_lr;
     size_t n;
-    unsigned char *text = read_text(&n);
+    unsigned char *text = drv_read_text(lab4_opts()->text, "labs/04-pipeline/README.md", &n);
     pp_stage st;
     PL_CHECK(lab4_stage_build(&st, &cfg, &mc, pl_comm_world(), NULL, NULL, pl_info()->seed, lr) == PP_OK, "the kit could not build the stage");
     serial_model ser;
@@ -290,11 +263,11 @@ int lab4_mode_train(void) {
         pl_upload(tok_d, tok, nids * sizeof(int));
         pl_upload(tgt_d, tgt, nids * sizeof(int));
         double loss = 0;
-        rc = (int)all_min(pp_execute(&st, &pl, &b, &loss)); /* the codes are negative */
+        rc = (int)drv_min(pp_execute(&st, &pl, &b, &loss)); /* the codes are negative */
         if (rc != PP_OK) pl_usage_error("pp_execute returned %d (%s) at step %d", rc, pp_error_string(rc), step);
-        loss = all_max(st.has_head ? loss : -INFINITY);
+        loss = drv_max(st.has_head ? loss : -INFINITY);
         double single = pl_rank() == 0 ? serial_step(&ser, tok_d, tgt_d, lr) : -INFINITY;
-        single = all_max(single);
+        single = drv_max(single);
         double diff = fabs(loss - single) / fabs(single);
         if (!(diff <= worst)) worst = diff;
         drv_say("train step %d np %d loss %.6f single %.6f rel_diff %.2e\n", step, p, loss, single, diff);
@@ -343,8 +316,8 @@ int lab4_mode_bench(void) {
         free(ops);
         serial_done(&ser);
     }
-    single = all_max(single);
-    single_pred = all_max(single_pred);
+    single = drv_max(single);
+    single_pred = drv_max(single_pred);
     for (int i = 0; i < nk; i++) {
         pp_schedule_kind k = ks[i];
         int v = chunks_for(k, p, MODE_LAYERS);

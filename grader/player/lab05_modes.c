@@ -27,11 +27,6 @@
 
 static const llm_config *cfg(void) { return &lab5_kit_state()->model.cfg; }
 
-static double max_over_ranks(double v) {
-    pl_host_allreduce(&v, 1, PL_HOST_MAX, NULL);
-    return v;
-}
-
 /* ls_init on every rank; NULL (and a line saying why) when it failed anywhere. */
 static ls_state *init_or_say(const ls_params *p, const char *mode) {
     ls_state *st = NULL;
@@ -51,7 +46,7 @@ static bool forward(ls_state *st, const int *tok, const int *seq, const int *pos
     double t0 = pl_now();
     int rows = ls_forward(st, tok, seq, pos, n, LLM_LOGITS_LAST, logits, err, sizeof err);
     pl_device_sync();
-    *secs = max_over_ranks(pl_now() - t0);
+    *secs = drv_max(pl_now() - t0);
     int who = lab5_first_failing(rows < 0, err, sizeof err);
     if (who >= pl_world()) return true;
     drv_say("ls_forward failed on rank %d: %s\n", who, err);

@@ -10,15 +10,6 @@
 #include "ds_fashion.h" // defines: ds_dataset, ds_synthetic, ds_fashion_load, ds_sampler
 #include "lab06_mlp.h"
 
-static double all_max(double v) {
-    pl_host_allreduce(&v, 1, PL_HOST_MAX, NULL);
-    return v;
-}
-static double all_sum(double v) {
-    pl_host_allreduce(&v, 1, PL_HOST_SUM, NULL);
-    return v;
-}
-
 int lab6_mode_bench(void) {
     const lab6_flags *o = lab6_opts();
     int n = pl_world(), me = pl_rank(), iters = drv_opts()->iters > 0 ? drv_opts()->iters : 20;
@@ -59,9 +50,9 @@ int lab6_mode_bench(void) {
             lab6_scan_trace(&m, &rec);
             plc_prediction pp;
             if (lab6_predict(&pp)) pred_us += pp.step_time * 1e6, pred_ov += pp.comm_overlap;
-            t_sum += all_max(t), calls += (double)mm.coll_calls[PL_OP_ALLREDUCE], frac += rec.frac, measured++;
+            t_sum += drv_max(t), calls += (double)mm.coll_calls[PL_OP_ALLREDUCE], frac += rec.frac, measured++;
         }
-        frac = all_sum(frac / measured) / n;
+        frac = drv_sum(frac / measured) / n;
         drv_say("bench06 np %d mode %-8s step_ms %8.3f allreduce_per_step %5.1f overlap_fraction %.3f "
                 "pred_step_us %.2f pred_overlap %.3f profile %s\n",
                 n, LAB6_MODE_NAMES[mode], 1e3 * t_sum / measured, calls / measured, frac, pred_us / measured,
@@ -139,9 +130,9 @@ static void train(int epochs, int hidden, int batch, double lr) {
             }
         }
         free(logits);
-        double acc = all_sum(correct) / te.n;
-        double loss = all_sum(loss_sum / steps) / n;
-        double sm = all_max(step_time / steps);
+        double acc = drv_sum(correct) / te.n;
+        double loss = drv_sum(loss_sum / steps) / n;
+        double sm = drv_max(step_time / steps);
         if (me == 0) fprintf(stderr, "\n");
         drv_say("epoch %d np %d loss %.4f test_acc %.4f img_per_s %.0f step_ms %.3f\n", ep + 1, n, loss, acc,
                 steps * (double)batch / el, 1e3 * sm);

@@ -213,7 +213,6 @@ double l7_kit_step(l7_kit *k, const l7_hooks *h, void *z, const int *tokens, con
     if (rec) {
         memset(rec, 0, sizeof *rec);
         pl_device_sync();
-        pl_metrics_reset();
         pl_trace_clear();
         pl_mem_tag_reset_peaks();
         pl_wire_get(&w0);

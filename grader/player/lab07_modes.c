@@ -18,16 +18,6 @@
 
 #include "lab07_play.h"
 
-/* Cross-rank values of a mode (host reductions, never counted as traffic). */
-static double all_max(double v) {
-    pl_host_allreduce(&v, 1, PL_HOST_MAX, NULL);
-    return v;
-}
-static double all_sum(double v) {
-    pl_host_allreduce(&v, 1, PL_HOST_SUM, NULL);
-    return v;
-}
-
 /* What a mode knows: the flags, the world, the seed of its initial weights. */
 typedef struct {
     const l7_flags *f;
@@ -170,10 +160,17 @@ typedef struct {
     zero_state z;
 } runner;
 
-static void runner_init(runner *r, int which, const zero_model *m, const zero_config *c, pl_comm *comm, float **init) {
+/* Variant `which` (in `dt`, bucket cap Ψ/4 + 1) from the seed's initial parameters of the
+ * model mc describes (the global batch's, for the same weights at every world size). */
+static void runner_init(runner *r, const mode_ctx *L, int which, zero_dtype dt, const zero_model *m,
+                        const gpt_config *mc) {
+    float *init[ZERO_MAX_UNITS];
+    make_init(m, mc, L->seed, init);
+    zero_config c = mode_config(L, which, dt, m->numel / 4 + 1);
     r->which = which;
-    if (which == M_DDP) ddp_init(&r->d, m, c, comm, init);
-    else zero_init(&r->z, m, c, comm, init);
+    if (which == M_DDP) ddp_init(&r->d, m, &c, L->world, init);
+    else zero_init(&r->z, m, &c, L->world, init);
+    free_init(m, init);
 }
 static void *runner_state(runner *r) { return r->which == M_DDP ? (void *)&r->d : (void *)&r->z; }
 static const l7_hooks *runner_hooks(const runner *r) { return r->which == M_DDP ? &DDP_HOOKS : &L7_STUDENT_HOOKS; }
@@ -185,25 +182,6 @@ static void runner_free(runner *r) {
 /* ==================================================================================== */
 /* train                                                                                 */
 /* ==================================================================================== */
-
-/* The text as bytes: --text, else a licence Debian ships, else this lab's handout. */
-static unsigned char *read_text(const mode_ctx *L, size_t *n) {
-    const char *paths[2] = {L->f->text ? L->f->text : "/usr/share/common-licenses/GPL-3", L->f->text ? NULL : "labs/07-zero/README.md"};
-    for (int i = 0; i < 2 && paths[i]; i++) {
-        FILE *f = fopen(paths[i], "rb");
-        if (!f) continue;
-        unsigned char *buf = malloc(1 << 22);
-        PL_CHECK(buf != NULL, "out of host memory");
-        *n = fread(buf, 1, 1 << 22, f);
-        fclose(f);
-        if (*n > 1000) {
-            drv_say("# train: %zu bytes of %s\n", *n, paths[i]);
-            return buf;
-        }
-        free(buf);
-    }
-    pl_usage_error("--text %s: cannot read it, or it holds under 1000 bytes", L->f->text ? L->f->text : paths[0]);
-}
 
 /* Step s's sequences [j0, j0 + b) of the global batch: windows of T + 1 bytes at
  * positions from the counter RNG, tokens byte t and targets byte t + 1, [T, b]. */
@@ -219,7 +197,7 @@ int l7_mode_train(void) {
     int np = L->np, G = L->f->mode_batch, b = G / np;
     if (G % np) pl_usage_error("--mode-batch %d is not a multiple of the world size %d", G, np);
     size_t n;
-    unsigned char *text = read_text(L, &n);
+    unsigned char *text = drv_read_text(L->f->text, "labs/07-zero/README.md", &n);
     gpt_config mc = mode_model(L, 256, b), mg = mode_model(L, 256, G);
     zero_model m;
     describe(&m, &mc, L->f->mode_layers);
@@ -232,19 +210,15 @@ int l7_mode_train(void) {
     PL_CHECK(curve != NULL, "out of host memory");
     for (int which = 0; which < M_N; which++) {
         l7_kit *kit = l7_kit_new(&mc, &m, ZERO_FP32);
-        float *init[ZERO_MAX_UNITS];
-        make_init(&m, &mg, L->seed, init);
-        zero_config c = mode_config(L, which, ZERO_FP32, m.numel / 4 + 1);
         runner r;
-        runner_init(&r, which, &m, &c, L->world, init);
-        free_init(&m, init);
+        runner_init(&r, L, which, ZERO_FP32, &m, &mg);
         double t0 = pl_now();
         for (int s = 0; s < L->f->train_steps; s++) {
             text_batch(L, text, n, s, L->rank * b, b, T, tok, tgt);
             char why[200] = "";
             double loss = l7_kit_step(kit, runner_hooks(&r), runner_state(&r), tok, tgt, NULL, why, sizeof why);
-            if (all_max(why[0] != 0) > 0) pl_usage_error("%s: %s", M_NAMES[which], why[0] ? why : "a hook failed on another rank");
-            loss = all_sum(loss) / np;
+            if (drv_max(why[0] != 0) > 0) pl_usage_error("%s: %s", M_NAMES[which], why[0] ? why : "a hook failed on another rank");
+            loss = drv_sum(loss) / np;
             curve[which * L->f->train_steps + s] = loss;
             if (L->rank == 0 && (s % 10 == 0 || s + 1 == L->f->train_steps)) {
                 int w = 30, filled = (int)((s + 1) * w / L->f->train_steps);
@@ -308,14 +282,10 @@ int l7_mode_memory(void) {
             np, L->f->mode_layers, mc.hidden, m.numel);
     for (int dt = 0; dt < 2; dt++)
         for (int which = 0; which < M_N; which++) {
-            float *init[ZERO_MAX_UNITS];
-            make_init(&m, &mc, L->seed, init);
-            zero_config c = mode_config(L, which, (zero_dtype)dt, m.numel / 4 + 1);
             runner r;
-            runner_init(&r, which, &m, &c, L->world, init);
-            free_init(&m, init);
+            runner_init(&r, L, which, (zero_dtype)dt, &m, &mc);
             double got[3];
-            for (int k = 0; k < 3; k++) got[k] = all_max((double)pl_mem_tag_in_use((pl_mem_tag)(PL_MEM_PARAMS + k)));
+            for (int k = 0; k < 3; k++) got[k] = drv_max((double)pl_mem_tag_in_use((pl_mem_tag)(PL_MEM_PARAMS + k)));
             runner_free(&r);
             double total = got[0] + got[1] + got[2], f = formula(which, (double)m.numel, np, dt == 1);
             drv_say("memory np %d dtype %s stage %s params %.0f grads %.0f optim %.0f total %.0f formula %.0f "
@@ -366,12 +336,8 @@ int l7_mode_bench(void) {
             np, L->f->mode_layers, mc.hidden, m.numel, G, T, iters, L->have_prof ? L->prof.name : "(no profile)");
     for (int which = 0; which < M_N; which++) {
         l7_kit *kit = l7_kit_new(&mc, &m, ZERO_FP32);
-        float *init[ZERO_MAX_UNITS];
-        make_init(&m, &mg, L->seed, init);
-        zero_config c = mode_config(L, which, ZERO_FP32, m.numel / 4 + 1);
         runner r;
-        runner_init(&r, which, &m, &c, L->world, init);
-        free_init(&m, init);
+        runner_init(&r, L, which, ZERO_FP32, &m, &mg);
         double *t = malloc((size_t)(iters + 1) * sizeof *t), pred = 0;
         PL_CHECK(t != NULL, "out of host memory");
         char why[200] = "";
@@ -380,9 +346,9 @@ int l7_mode_bench(void) {
             pl_trace_clear();
             double t0 = pl_now();
             l7_kit_step(kit, runner_hooks(&r), runner_state(&r), tok, tgt, NULL, why, sizeof why);
-            t[it] = all_max(1e3 * (pl_now() - t0));
+            t[it] = drv_max(1e3 * (pl_now() - t0));
         }
-        if (all_max(why[0] != 0) > 0) pl_usage_error("%s: %s", M_NAMES[which], why[0] ? why : "a hook failed on another rank");
+        if (drv_max(why[0] != 0) > 0) pl_usage_error("%s: %s", M_NAMES[which], why[0] ? why : "a hook failed on another rank");
         plc_prediction pp;
         char err[200];
         if (L->have_prof && plc_replay_trace(&L->prof, 0, L->world, &pp, err, sizeof err) == 0) pred = pp.step_time * 1e6;

@@ -18,11 +18,6 @@
 #include "moe.h"          // defines: the lab API
 #include "pl_costmodel.h" // defines: plc_profile, plc_put_time, plc_kernel_time, plc_coll_time
 
-static double max_over_ranks(double v) {
-    pl_host_allreduce(&v, 1, PL_HOST_MAX, NULL);
-    return v;
-}
-
 /* fn timed by the harness: -w/-n win; statistics of the slowest rank. */
 static pl_timing time_it(void (*fn)(void *), void *arg, int warmup, int iters) {
     const drv_options *o = drv_opts();
@@ -146,7 +141,7 @@ static void bench_layer(int T) {
         t[d] = time_it(run_layer, &lc, 2, T >= 2048 ? 5 : 10).median_us;
         if (d == 0) { /* rows this rank sends away, both ways, forward and backward */
             for (int a = 0; a < T * k; a++) moved += r.keep[a] && r.expert[a] / Le != pl_rank();
-            moved = max_over_ranks(moved * 4.0 * 4.0 * H); /* x2 directions x2 passes, H floats */
+            moved = drv_max(moved * 4.0 * 4.0 * H); /* x2 directions x2 passes, H floats */
         }
         moe_state_free(st);
     }

@@ -145,12 +145,14 @@ static int ceil_log2(int n) {
 }
 
 /* Counted traffic against the optimum of REFERENCE.md; latency-optimal all-reduces by
- * messages (ceil(log2 n) per rank: the fold of a non-power of two is in the ceiling). */
+ * messages (ceil(log2 n) per rank: the fold of a non-power of two is in the ceiling). A
+ * collective frees its scratch before it returns. */
 void lab1_model(drv_case *c, drv_model *m) {
     lab1_case *st = c->state;
     const lab1_shape *s = &st->s;
     int n = c->world;
     m->no_collectives = true;
+    m->no_leak = true;
     bool small = !strcmp(s->k->name, "allreduce") && st->bytes < LAB1_ALLREDUCE_SMALL_BYTES;
     if (s->k->model == TRAFFIC_LOG_STEPS || small) {
         m->msgs_optimal = s->count ? ceil_log2(n) : 0;

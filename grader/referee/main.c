@@ -117,6 +117,7 @@ void referee_tampered(const char *fmt, ...) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "event", "abort");
     cJSON_AddNumberToObject(o, "rank", g_ref.rank);
+    if (g_current_case) cJSON_AddStringToObject(o, "case", g_current_case);
     cJSON_AddStringToObject(o, "why", why);
     chan_send(o);
     cJSON_Delete(o);

@@ -268,9 +268,10 @@ void apply_model(drv_case *c, const drv_model *md) {
 void check_leak(drv_case *c, const char *sites) {
     double leaked = (double)(c->mem_after - c->mem_before);
     double worst = drv_max(leaked);
-    if (worst > 0 && leaked > 0)
-        drv_fail(c, "leaked %.0f bytes of device memory after the free/teardown calls%s%s", leaked,
-                 sites && sites[0] ? ": " : "", sites ? sites : "");
+    if (worst > 0 && leaked > 0 && sites && sites[0]) /* "leaked N allocations (B bytes): SITES" */
+        drv_fail(c, "%s, after the free/teardown calls", sites);
+    else if (worst > 0 && leaked > 0)
+        drv_fail(c, "leaked %.0f bytes of device memory after the free/teardown calls", leaked);
     else if (worst > 0)
         drv_fail(c, "device memory leaked on another rank");
 }

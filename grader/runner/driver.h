@@ -380,6 +380,17 @@ bool drv_everyone(bool mine);
  * referees' interludes exchange values through the players. */
 void drv_interlude(drv_case *c, int which);
 
+/* Cross-rank values of the players: host reductions that no counter sees, for the modes'
+ * results and for control flow (never a verdict). Every rank's player calls them in the
+ * same order. */
+double drv_sum(double v);
+double drv_max(double v);
+double drv_min(double v);
+/* A training mode's text as bytes (at most 4 MiB): `path` (--text) when given, else a
+ * licence Debian ships, else `handout`; says which on stdout, and is a usage error when
+ * none can be read or it holds under 1000 bytes. */
+unsigned char *drv_read_text(const char *path, const char *handout, size_t *n);
+
 #endif /* DRV_PLAYER */
 
 #ifdef __cplusplus

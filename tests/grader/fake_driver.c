@@ -36,7 +36,9 @@
  *                ok|refused"); the run goes on
  *   dupehello    two connections say hello as rank 0
  *   abort        while alpha.c1024 runs, rank 1's connection says its referee stopped the
- *                run (a signed abort record)
+ *                run (a signed abort record naming alpha.c1024)
+ *   abortfirst   rank 1's signed abort naming alpha.c1024 arrives while rank 0 is still in
+ *                alpha.c0 (its referee went ahead; rank 0's records lag behind)
  *   otherrecord  while alpha.c1024 runs, rank 1's connection sends a signed result
  *   --list [--world N]: the plan's cases, one "name group" per line (the engine's plan)
  *   junkline     a line of junk on the channel
@@ -83,6 +85,16 @@ static unsigned long long seq; /* records sent */
 static int results, failed;
 
 static bool is(const char *m) { return !strcmp(mode, m); }
+
+/* One signed record on rank 1's connection (its first: sequence number 0). */
+#define ABORT_RECORD "{\"event\":\"abort\",\"rank\":1,\"case\":\"alpha.c1024\",\"why\":\"the player answered 9 to 3\"}"
+static void other_record(const char *rec)
+{
+    char *line = NULL;
+    int k = asprintf(&line, "%s\t%016llx\n", rec, (unsigned long long)siphash_record(mac_key, 0, rec, strlen(rec)));
+    if (k < 0 || write(other, line, (size_t)k) != k) exit(3);
+    free(line);
+}
 
 static void emit(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void emit(const char *fmt, ...)
@@ -375,6 +387,10 @@ int main(int argc, char **argv)
         if (is("outoforder") && !strcmp(name, "alpha.c1024")) name = "beta.c0";
         if (is("unplanned") && !strcmp(name, "alpha.c1024")) name = "gamma.c0";
         emit("{\"event\":\"begin\",\"case\":\"%s\"}\n", name);
+        if (is("abortfirst") && other >= 0 && !strcmp(name, "alpha.c0")) {
+            other_record(ABORT_RECORD);
+            usleep(300 * 1000);
+        }
         bool c1024 = !strcmp(name, "alpha.c1024");
         const char *verdict = "pass", *message = "ok";
         char extra[512] = "";
@@ -407,16 +423,9 @@ int main(int argc, char **argv)
                 fprintf(stderr, "[rank 0] rank 0 waits in recv for peer 1 (5.0 s)\n");
                 return 86;
             } else if ((is("abort") || is("otherrecord")) && other >= 0) {
-                const char *rec = is("abort") ? "{\"event\":\"abort\",\"rank\":1,\"why\":\"the player answered 9 to 3\"}"
-                                              : "{\"event\":\"result\",\"case\":\"alpha.c1024\",\"group\":\"alpha\","
-                                                "\"verdict\":\"pass\"}";
-                /* the engine reads the connections in turn: give it time to read this rank's
-                 * begin record first, so the record below lands while alpha.c1024 runs */
-                usleep(300 * 1000);
-                char *line = NULL;
-                int k = asprintf(&line, "%s\t%016llx\n", rec, (unsigned long long)siphash_record(mac_key, 0, rec, strlen(rec)));
-                if (k < 0 || write(other, line, (size_t)k) != k) exit(3);
-                free(line);
+                other_record(is("abort") ? ABORT_RECORD
+                                         : "{\"event\":\"result\",\"case\":\"alpha.c1024\",\"group\":\"alpha\","
+                                           "\"verdict\":\"pass\"}");
                 usleep(300 * 1000);
             } else if (is("forged")) {
                 emit("{\"event\":\"result\",\"case\":\"beta.c0\",\"group\":\"beta\",\"verdict\":\"pass\"}\n");

@@ -247,6 +247,9 @@ check "dupehello: the reason" has_line dupehello "two connections say hello as r
 grade abort --np 2
 check "abort: another rank's referee stops the run: tampered" has_line abort "tampered +np2/alpha.c1024 .*"
 check "abort: its reason reaches the report" has_line abort "rank 1's referee stopped the run: the player answered"
+grade abortfirst --np 2
+check "abortfirst: the abort's own case is tampered, though rank 0 is still before it" has_line abortfirst "tampered +np2/alpha.c1024 .*"
+check "abortfirst: the case rank 0 was in is not blamed" sh -c "! grep -Eq 'tampered +np2/alpha.c0 ' '$tmp/abortfirst.log'"
 grade otherrecord --np 2
 check "otherrecord: another rank may send nothing but abort" has_line otherrecord "tampered +np2/alpha.c1024 .*"
 check "otherrecord: the reason" has_line otherrecord "rank 1's referee sent a record other than abort"
@@ -401,7 +404,7 @@ if "$engine" --lab fake --rubric "$here/fake.rubric" --driver "$driver" --np 1 -
     fi
     MODE=peek FAKE_SANDBOXED=1 grade sbpeek --np 1 --sandbox on --hidden "$tmp/hidden"
     check "sandbox: the driver's parent is not the engine" \
-        sh -c "grep -q 'parent cmdline' '$tmp/sbpeek/cases.json' && ! grep -q '$(basename "$engine")' '$tmp/sbpeek/cases.json'"
+        sh -c "grep -q 'parent cmdline' '$tmp/sbpeek/cases.json' && ! grep -Eq 'parent cmdline: \\[[^] ]*$(basename "$engine")[] ]' '$tmp/sbpeek/cases.json'"
 else
     echo "# bubblewrap cannot start a sandbox here: sandbox checks skipped ($(head -n 1 "$tmp/sandbox.log"))"
 fi

@@ -108,6 +108,21 @@ int main(int argc, char **argv) {
     pl_tensor_free(&k2);
     tap_check(pl_mem_leak_report(mark, report, sizeof report) == 0, "nothing leaked once freed");
 
+    /* one entry per site, with how many times it leaked (a free that forgets a per-unit buffer) */
+    mark = pl_mem_mark();
+    void *units[3];
+    int l3 = __LINE__ + 1;
+    for (int i = 0; i < 3; i++) units[i] = pl_malloc(256);
+    int l4 = __LINE__ + 1;
+    void *other = pl_malloc(512);
+    pl_mem_leak_report(mark, report, sizeof report);
+    snprintf(want, sizeof want, "leaked 4 allocations (1280 bytes): tests/harness/test_memcheck.c:%d (3 times), "
+             "tests/harness/test_memcheck.c:%d", l3, l4);
+    snprintf(name, sizeof name, "leak report by site: \"%.900s\"", report);
+    tap_check(!strcmp(report, want), name);
+    for (int i = 0; i < 3; i++) pl_free(units[i]);
+    pl_free(other);
+
     /* called through a pointer, not the macro: the site is the caller's return address */
     void *(*alloc_fn)(size_t) = pl_malloc;
     mark = pl_mem_mark();
