@@ -420,14 +420,12 @@ static void classify_tampering(world *w, run_state *s, const char *start_after)
     }
     int target = -1;
     bool done = false;  // the target has a classification already
-    const char *named = s->chan ? s->chan->abort_case : NULL;
+    const char *named = s->chan ? s->chan->abort_case : NULL;  // the aborting referee's case
     for (int i = 0; named && i < w->plan.count && target < 0; i++)
         if (w->outcome[i] < 0 && !strcmp(w->plan.v[i].name, named)) target = i;
-    if (target >= 0) {
-        // the aborting referee's case
-    } else if (s->proto.pending >= 0) {
+    if (target < 0 && s->proto.pending >= 0) {
         target = first_index(s, s->proto.pending);
-    } else if (s->proto.stray_result && s->proto.last_result >= 0) {
+    } else if (target < 0 && s->proto.stray_result && s->proto.last_result >= 0) {
         target = first_index(s, s->proto.last_result);
         done = true;
     } else {

@@ -33,11 +33,7 @@ static td_config td_of(const l8_cfg *c) {
 
 void l8_player_init(void) { l8_check_flags(l8_lab()); }
 
-bool l8_anyone(bool mine) {
-    double v = mine;
-    pl_host_allreduce(&v, 1, PL_HOST_MAX, NULL);
-    return v > 0;
-}
+bool l8_anyone(bool mine) { return drv_max(mine ? 1 : 0) > 0; }
 
 /* A slot's bytes as a host array (malloc'd: free it). */
 static void *host_copy(drv_case *c, const char *name) {

@@ -150,11 +150,7 @@ void drv_measure_slot(drv_case *c, const char *name, void (*fn)(void *), void *a
     pl_device_sync();
 }
 
-bool drv_everyone(bool mine) {
-    double v = mine ? 1 : 0;
-    pl_host_allreduce(&v, 1, PL_HOST_MIN, NULL);
-    return v > 0;
-}
+bool drv_everyone(bool mine) { return drv_min(mine ? 1 : 0) > 0; }
 
 static void play_fn(void *arg) {
     drv_case *c = arg;
