@@ -126,9 +126,9 @@ ENGINE     := $(B)/tools/pl-grade
 RUNNER_SHARED  := $(wildcard grader/runner/*.c)
 REFEREE_RUNNER := $(filter-out grader/referee/lab%,$(wildcard grader/referee/*.c))
 PLAYER_RUNNER  := $(filter-out grader/player/lab%,$(wildcard grader/player/*.c))
-ENGINE_SRC := $(wildcard grader/engine*.c)
+ENGINE_SRC := $(wildcard grader/engine/*.c)
 CLASS_TOOL := $(B)/tools/pl-class
-CLASS_SRC  := $(wildcard grader/class*.c)
+CLASS_SRC  := $(wildcard grader/class/*.c)
 
 FLAVORS := cpu $(if $(HAVE_NVCC),cuda)
 LAB_DIRS := $(sort $(wildcard labs/[0-9][0-9]-*))
@@ -189,13 +189,13 @@ $(B)/public.syms: grader/tools/public-symbols.sh $(LIB_H)
 	$(Q)grader/tools/public-symbols.sh "$(MPICC)" > $@.$$$$.tmp && mv $@.$$$$.tmp $@
 
 engine: $(ENGINE) $(CLASS_TOOL)
-$(ENGINE): $(ENGINE_SRC) $(wildcard grader/engine*.h) grader/siphash.h
+$(ENGINE): $(ENGINE_SRC) grader/engine/engine.h grader/runner/siphash.h
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
-	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -D_GNU_SOURCE $(ENGINE_SRC) -lcjson -o $@
+	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -D_GNU_SOURCE -Igrader/runner $(ENGINE_SRC) -lcjson -o $@
 
 # pl-class: a class graded through pl-grade (make grade-class); C11 + cJSON, no engine code.
-$(CLASS_TOOL): $(CLASS_SRC) grader/class.h
+$(CLASS_TOOL): $(CLASS_SRC) grader/class/class.h
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
 	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -D_GNU_SOURCE $(CLASS_SRC) -lcjson -lm -o $@
@@ -228,7 +228,7 @@ $(DRV_API): grader/api/$(LAB).syms
 DRV_CASES  := $(wildcard grader/cases/lab$(DRV_NUM).c grader/cases/lab$(DRV_NUM)_*.c)
 DRV_REF    := $(REFEREE_RUNNER) $(wildcard grader/referee/lab$(DRV_NUM).c grader/referee/lab$(DRV_NUM)_*.c)
 DRV_PLY    := $(PLAYER_RUNNER) $(wildcard grader/player/lab$(DRV_NUM).c grader/player/lab$(DRV_NUM)_*.c)
-DRV_HDRS   := $(wildcard grader/runner/*.h grader/cases/*.h grader/referee/*.h grader/player/*.h) grader/siphash.h
+DRV_HDRS   := $(wildcard grader/runner/*.h grader/cases/*.h grader/referee/*.h grader/player/*.h)
 REF_CFLAGS := -Igrader/runner -Igrader/cases -Igrader/referee $(CFLAGS) -DDRV_REFEREE
 PLY_CFLAGS := -Igrader/runner -Igrader/cases -Igrader/player -Ilabs/$(LAB) $(CFLAGS) -DDRV_PLAYER \
               $(if $(filter cuda,$(FLAVOR)),$(CUDA_CFLAGS) -I$(CUDA_HOME)/include)

@@ -31,7 +31,7 @@ check() {  # check DESCRIPTION COMMAND...
 engine=${1:-}
 if [ -z "$engine" ]; then
     engine=$tmp/pl-grade
-    if ! gcc -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE "$root"/grader/engine*.c -lcjson -o "$engine"; then
+    if ! gcc -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -I"$root"/grader/runner "$root"/grader/engine/*.c -lcjson -o "$engine"; then
         echo "FAIL - the engine compiles without warnings"
         exit 1
     fi

@@ -1,4 +1,4 @@
-/* engine_output.c - the reports under --out DIR (and --report FILE):
+/* output.c - the reports under --out DIR (and --report FILE):
  *   results.json  Gradescope's autograder format, one test per rubric item;
  *   junit.xml     one testcase per case, for CI dashboards;
  *   cases.json    every case: the driver's result fields plus id, np, run, classification,

@@ -1,4 +1,4 @@
-/* engine_report.c - what people read on the terminal, and the full report kept in a file.
+/* report.c - what people read on the terminal, and the full report kept in a file.
  *
  * Full view (the default, `make lab-N V=1`): a header, one line per case as it finishes
  * (with a running pass count), then a summary table per rubric item, the first failure

@@ -1,4 +1,4 @@
-/* engine_metric.c - the performance metrics a rubric's `perf` item can score, as one table.
+/* metric.c - the performance metrics a rubric's `perf` item can score, as one table.
  *
  * Every metric is a ratio where 1.0 is optimal and less is worse (optimal / measured
  * bytes, the library's time / the student's...), computed by the driver from what the

@@ -1,4 +1,4 @@
-/* class_book.c - the class at a glance, from each student's grade.json and cases.json:
+/* book.c - the class at a glance, from each student's grade.json and cases.json:
  *
  *   gradebook.csv  one row per submission, sorted by folder: student, folder, status,
  *                  score, max_score, every rubric item, failure classes, reason, notes,

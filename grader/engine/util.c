@@ -1,4 +1,4 @@
-/* engine_util.c - small helpers the engine files share: checked allocation, string lists,
+/* util.c - small helpers the engine files share: checked allocation, string lists,
  * globs, sizes, a monotonic clock, random keys and cleaning untrusted text. */
 #include <ctype.h>
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* engine_rubric.c - reads a lab's rubric: one directive per line, words separated by blanks,
+/* rubric.c - reads a lab's rubric: one directive per line, words separated by blanks,
  * '#' starts a comment. The format is documented for instructors in docs/grader.md. */
 #include <errno.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* class_main.c - pl-class: a whole class graded in one command (`make grade-class`), or one
+/* main.c - pl-class: a whole class graded in one command (`make grade-class`), or one
  * Gradescope submission (`run_autograder`). See docs/grader.md, "Grading a class".
  *
  *   pl-class --lab NAME --submissions DIR --out DIR [--jobs K] [--hidden DIR] [--np "2 3"]
@@ -7,10 +7,10 @@
  *   pl-class --lab NAME --one DIR --out DIR --results FILE [the same options]
  *
  * Run from the kit's root. Steps: parse the rubric's items (for the gradebook's columns),
- * hash the grader, take the lab's file from every folder (class_intake.c), skip what an
- * earlier run graded with the same hashes, grade the rest k at a time (class_jobs.c), then
- * write the gradebook, the summary and the similarity report (class_book.c,
- * class_similar.c). Exit status: 0 when every submission has a row (whatever its score),
+ * hash the grader, take the lab's file from every folder (intake.c), skip what an
+ * earlier run graded with the same hashes, grade the rest k at a time (jobs.c), then
+ * write the gradebook, the summary and the similarity report (book.c,
+ * similar.c). Exit status: 0 when every submission has a row (whatever its score),
  * 1 when some could not be graded because pl-grade itself failed, 2 usage or setup error,
  * 130 interrupted (rerun the same command to continue). */
 #include <dirent.h>

@@ -1,4 +1,4 @@
-/* engine_contain.c - keeps every process of a run in check, in two layers.
+/* contain.c - keeps every process of a run in check, in two layers.
  *
  * Always (no privileges needed):
  *  - the engine is a child subreaper, so a process a student forks and leaves behind is

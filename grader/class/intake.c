@@ -1,4 +1,4 @@
-/* class_intake.c - the submissions folder, one folder per student, and the lab's file taken
+/* intake.c - the submissions folder, one folder per student, and the lab's file taken
  * from each. Two layouts are read the same way:
  *
  *   a Gradescope "export submissions" archive, unzipped: submission_<id>/ folders holding

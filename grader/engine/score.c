@@ -1,10 +1,10 @@
-/* engine_score.c - scores the rubric's items from the classified cases.
+/* score.c - scores the rubric's items from the classified cases.
  *
  * group: all its points when every matching case passed, none otherwise (a collective
  *        that works for some sizes or world sizes only is not done yet).
  * perf:  0 unless every case of the parent group passed (correctness gates performance);
  *        then points * min(1, measured / target), where "measured" comes from the metric
- *        table (engine_metric.c): the worst or the median of a ratio the driver computed
+ *        table (metric.c): the worst or the median of a ratio the driver computed
  *        from what the harness counted or timed in this run (1.0 = optimal).
  * The failures of hidden cases never appear in a public item's text: it says only how
  * many there were; the details go to a separate, withheld text. */

@@ -1,4 +1,4 @@
-/* engine.c - pl-grade, the ParaLab grading engine: command line and the order of the steps
+/* main.c - pl-grade, the ParaLab grading engine: command line and the order of the steps
  * (build, run every world size, score, report). See docs/grader.md for the whole story.
  *
  *   pl-grade --lab NAME --rubric FILE --driver PATH [--build "SHELL CMD"] [--np "1 2 4"]

@@ -1,4 +1,4 @@
-/* engine_child.c - runs one child (a build command or mpirun) so that nothing it does can
+/* child.c - runs one child (a build command or mpirun) so that nothing it does can
  * hang or crash the engine:
  *  - it gets its own session (setsid), so a kill(-pgid) reaches mpirun and whatever shares
  *    its group: SIGTERM first, SIGKILL 2 s later (at once when the run is distrusted); what

@@ -1,8 +1,8 @@
-/* engine_cases.c - runs a lab driver under mpirun for one world size (or one rubric `run`
+/* cases.c - runs a lab driver under mpirun for one world size (or one rubric `run`
  * line) and gives every case of its plan exactly one classification.
  *
  * The driver's first run announces its plan: the cases the rubric expects. Records arrive
- * on the run's channel (engine_channel.c) and are checked by engine_protocol.c; a result
+ * on the run's channel (channel.c) and are checked by protocol.c; a result
  * classifies its case. When the run ends:
  *  - tampered (a record the protocol refuses): the run is killed at once; the running case
  *    (or, between cases, the one whose result the bad record follows, or the next) is
@@ -334,7 +334,7 @@ static void build_argv(strlist *argv, const run_config *cfg, int np, const rubri
 }
 
 /* The run's environment: the engine's, plus this run's channel (its key never: the
- * referees get it over the channel, engine_channel.c). */
+ * referees get it over the channel, channel.c). */
 static void build_env(strlist *env, const run_config *cfg, const channel *ch)
 {
     for (char **e = cfg->envp; e && *e; e++) strlist_push(env, *e);

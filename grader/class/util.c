@@ -1,4 +1,4 @@
-/* class_util.c - pl-class's small helpers: memory, strings, whole files written through a
+/* util.c - pl-class's small helpers: memory, strings, whole files written through a
  * rename, directory trees removed without following links, and the two ways a raw
  * folder name is shown (in a report) or used (as a file name). */
 #include <dirent.h>

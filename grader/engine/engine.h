@@ -1,21 +1,21 @@
 /* engine.h - the ParaLab grading engine (pl-grade): shared types and the functions each
- * engine_*.c file provides. One concern per file:
+ * file of grader/engine/ provides. One concern per file:
  *
- *   engine.c          command line, the order of the steps, the exit code
- *   engine_util.c     memory, strings, string lists, globs, sizes, cleaning untrusted text
- *   engine_rubric.c   the rubric file format (docs/grader.md)
- *   engine_metric.c   the table of performance metrics a `perf` item can score
- *   engine_contain.c  keeping a run's processes in check: subreaper, killing leftovers,
+ *   main.c            command line, the order of the steps, the exit code
+ *   util.c            memory, strings, string lists, globs, sizes, cleaning untrusted text
+ *   rubric.c          the rubric file format (docs/grader.md)
+ *   metric.c          the table of performance metrics a `perf` item can score
+ *   contain.c         keeping a run's processes in check: subreaper, killing leftovers,
  *                     the bubblewrap sandbox, resource limits
- *   engine_channel.c  the results channel: a private socket, one connection, framed lines
- *   engine_protocol.c the driver protocol (version 2) line by line: what is trusted
- *   engine_child.c    running one child process safely: own session, pipes read with
+ *   channel.c         the results channel: a private socket, one connection, framed lines
+ *   protocol.c        the driver protocol (version 2) line by line: what is trusted
+ *   child.c           running one child process safely: own session, pipes read with
  *                     poll(), bounded capture, stderr markers, deadlines
- *   engine_cases.c    running a driver per world size, classifying every planned case,
+ *   cases.c           running a driver per world size, classifying every planned case,
  *                     restarts after an abnormal end, hangs per group
- *   engine_score.c    scoring rubric items from the cases
- *   engine_report.c   the console report: a line per case, the summary, the score line
- *   engine_output.c   results.json (Gradescope), junit.xml, cases.json
+ *   score.c           scoring rubric items from the cases
+ *   report.c          the console report: a line per case, the summary, the score line
+ *   output.c          results.json (Gradescope), junit.xml, cases.json
  *
  * The engine never trusts the student's program: verdicts come only from the driver's
  * records on a channel the student code cannot name, every record is checked against the
@@ -129,7 +129,7 @@ typedef enum { METRIC_FIELD, METRIC_QUOTIENT } metric_value;  // fields[0], or f
 typedef enum { METRIC_WORST, METRIC_MEDIAN } metric_aggregate;
 typedef enum { SAY_TIMES_OPTIMUM, SAY_OF_LIBRARY } metric_phrase;
 
-/* One row of the metric table (engine_metric.c): adding a metric is adding a row. */
+/* One row of the metric table (metric.c): adding a metric is adding a row. */
 typedef struct {
     const char *keyword;          // rubric: `metric KEYWORD`
     const char *fields[2];        // the driver's result fields it reads
@@ -407,7 +407,7 @@ char *capture_line_starting(const capture *c, const char *prefix);
 
 /* ---------------------------------------------------------------- running the driver */
 
-/* How the case runner reports (the console, in engine.c): no call back into reports. */
+/* How the case runner reports (the console, in main.c): no call back into reports. */
 typedef struct {
     /* a case is classified; `before` is NULL, or its earlier class when a tampering
      * found later revises it */

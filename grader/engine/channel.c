@@ -1,4 +1,4 @@
-/* engine_channel.c - the results channel of one driver run (protocol 3).
+/* channel.c - the results channel of one driver run (protocol 3).
  *
  * A fresh directory (mkdtemp: mode 0700, a random name) under the engine's work directory
  * holds a listening AF_UNIX socket whose path reaches the run through its environment
@@ -8,7 +8,7 @@
  * which moment it closes and unlinks the listening socket, so nothing started later can
  * connect. The key never travels through an environment or a file.
  *
- * After that, rank 0's connection carries the run's records (engine_protocol.c reads them);
+ * After that, rank 0's connection carries the run's records (protocol.c reads them);
  * every other connection may carry one signed `abort` record (a referee that saw its player
  * break the protocol, or a relay altered) and nothing else. Lines are framed here, each at
  * most line_max bytes. */

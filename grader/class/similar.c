@@ -1,4 +1,4 @@
-/* class_similar.c - pairs of submissions that share code beyond the starter, found with
+/* similar.c - pairs of submissions that share code beyond the starter, found with
  * sim_c (Debian's similarity-tester, Dick Grune's tester: it compares token streams, so
  * renamed variables, moved comments and new layout do not hide a copy).
  *

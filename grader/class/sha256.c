@@ -1,4 +1,4 @@
-/* class_sha256.c - SHA-256 as FIPS 180-4 defines it, for the content hashes with which a
+/* sha256.c - SHA-256 as FIPS 180-4 defines it, for the content hashes with which a
  * rerun of pl-class recognises a submission it has already graded with the same grader.
  * Checked against the standard's test vectors by tests/grader/test_class.sh (sha256sum). */
 #include <stdio.h>

@@ -1,9 +1,9 @@
-/* engine_protocol.c - the driver protocol, version 3: rank 0's records, one at a time.
+/* protocol.c - the driver protocol, version 3: rank 0's records, one at a time.
  *
- * The referees' hellos and the key exchange are the channel's (engine_channel.c). Then
+ * The referees' hellos and the key exchange are the channel's (channel.c). Then
  * rank 0's referee sends one record per line: a JSON object, a tab, and the record's
  * signature - SipHash-2-4 under the run's key of the record's number (0 for the plan) and
- * the JSON, 16 hex digits (grader/siphash.h):
+ * the JSON, 16 hex digits (grader/runner/siphash.h):
  *   {"event":"plan","cases":[{"case":C,"group":G},...]}        first: every case it will run
  *   {"event":"begin","case":C}                                 the next planned case
  *   {"event":"result","case":C,"group":G,"verdict":V,"message":M,...numbers}
@@ -47,7 +47,7 @@ void plan_free(case_plan *p)
 
 void proto_init(proto_state *p, const char *key, const char *lab, int np, const case_plan *expected)
 {
-    /* protocol 3: the hellos are the channel's (engine_channel.c); rank 0's first record
+    /* protocol 3: the hellos are the channel's (channel.c); rank 0's first record
      * is the plan */
     *p = (proto_state){.key = key, .lab = lab, .np = np, .expected = expected, .pending = -1, .last_result = -1,
                        .result_index = -1, .stage = PROTO_PLAN};

@@ -1,15 +1,15 @@
 /* class.h - pl-class, a whole class graded in one command (`make grade-class`): shared
- * types and the functions each class_*.c file provides. One concern per file:
+ * types and the functions each file of grader/class/ provides. One concern per file:
  *
- *   class_main.c     command line, the lock, the order of the steps, resuming
- *   class_util.c     memory, strings, files, names, CSV and JSON helpers
- *   class_sha256.c   SHA-256 (FIPS 180-4) for the content hashes that make reruns skip
- *   class_intake.c   the submissions folder: one folder per student (Gradescope export or
- *                    GitHub Classroom clones), the lab's file taken from each, every check
- *   class_jobs.c     grading k submissions at a time, each through `pl-grade` in the sandbox,
- *                    in its own build tree, as its own user, under its own time limit
- *   class_book.c     gradebook.csv, summary.md and the plot, from each student's reports
- *   class_similar.c  pairs sharing code beyond the starter (sim_c), side by side
+ *   main.c       command line, the lock, the order of the steps, resuming
+ *   util.c       memory, strings, files, names, CSV and JSON helpers
+ *   sha256.c     SHA-256 (FIPS 180-4) for the content hashes that make reruns skip
+ *   intake.c     the submissions folder: one folder per student (Gradescope export or
+ *                  GitHub Classroom clones), the lab's file taken from each, every check
+ *   jobs.c       grading k submissions at a time, each through `pl-grade` in the sandbox,
+ *                in its own build tree, as its own user, under its own time limit
+ *   book.c       gradebook.csv, summary.md and the plot, from each student's reports
+ *   similar.c    pairs sharing code beyond the starter (sim_c), side by side
  *
  * pl-class never links the engine: it runs `pl-grade` and reads the files it documents
  * (results.json, cases.json, report.txt), so the engine can change inside freely. */
@@ -147,24 +147,24 @@ typedef struct {
     int n_subs;
 } class_run;
 
-/* class_intake.c */
+/* intake.c */
 void intake(class_run *cr);
 void intake_one(class_run *cr, const char *dir);  // Gradescope: one submission folder
 
-/* class_jobs.c */
+/* jobs.c */
 void grade_all(class_run *cr);
 /* Paths of one submission's directories under OUT (malloc'd). */
 char *student_dir(const class_run *cr, const submission *s);
 /* Record a submission that is not graded (missing, refused) as done. */
 void record_ungraded(const class_run *cr, submission *s);
 
-/* class_book.c */
+/* book.c */
 /* gradebook.csv, summary.md, the plot; returns how many rows. */
 int write_book(const class_run *cr);
 /* Gradescope's results.json for the one submission of --one (with the status explained). */
 bool write_gradescope_result(const class_run *cr, const submission *s, const char *path);
 
-/* class_similar.c */
+/* similar.c */
 void write_similarity(const class_run *cr, text *summary);
 
 #endif

@@ -1,4 +1,4 @@
-/* class_jobs.c - grading the class, k submissions at a time.
+/* jobs.c - grading the class, k submissions at a time.
  *
  * Each submission is graded by `pl-grade` exactly as `make grade` grades one (--sandbox on,
  * the rubric, the hidden rubric), with four more walls around it:
