@@ -97,8 +97,8 @@ static size_t open_event(pl_op_kind kind, int peer, uint64_t bytes, pl_comm *c, 
 }
 
 /* A collective either completed inside the backend call (closed now) or was queued on an
- * asynchronous stream (the backend closes it when it completes). */
-size_t pl_comm_current_event = (size_t)-1;
+ * asynchronous stream (the backend closes it when it completes): pl_comm_current_event
+ * (pl_backend.h) is its trace record while the backend runs. */
 
 static void check_comm(pl_comm *c, pl_stream **s, const char *what) {
     if (!c) pl_fatal(__FILE__, __LINE__, what, "NULL communicator");

@@ -17,7 +17,9 @@
 #include "pl_defer.h"    // defines: pl_defer_comm, pl_defer_wait, pl_streams_deferred
 #include "pl_internal.h" // defines: pl_trace_retime, pl_trace_close
 
-extern size_t pl_comm_current_event; /* pl_comm.c: the backend closes it; never here */
+/* The trace record of the operation pl_comm.c is handing to a backend, (size_t)-1 between
+ * them: the backend closes it when the operation completes; never here. */
+size_t pl_comm_current_event = (size_t)-1;
 
 /* A host copy of a device region, for the time the operation is in flight. */
 static void *stage_bytes(const void *src, size_t bytes, bool copy) {

@@ -17,7 +17,6 @@
 #include "pl_backend.h"  // defines: pl_comm_backend, struct pl_comm, struct pl_stream
 #include "pl_internal.h" // defines: pl_trace_close, pl_wire_p2p, pl_wire_coll
 
-extern size_t pl_comm_current_event;
 
 /* One MPI request in flight and what to do when it completes. */
 typedef struct {
@@ -46,7 +45,7 @@ static pending_list g_stream_q[2]; /* async collectives per stream (cpu device o
 
 static int on_cuda(void) { return pl_info()->device == PL_DEVICE_CUDA; }
 /* Collectives on s stay in flight (cpu device: the comm stream; every stream when the
- * streams are deferred, pl_defer.c), completed by drain or test. */
+ * streams are deferred, pl_device.c), completed by drain or test. */
 static int is_async(const pl_stream *s) { return !on_cuda() && s->async; }
 
 static pending *push(pending_list *l) {

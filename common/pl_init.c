@@ -17,9 +17,6 @@
 pl_runtime_info *pl_info_mutable(void); /* pl_runtime.c */
 void pl_install_crash_handlers(void);
 
-const pl_device_backend *pl_dev;
-const pl_comm_backend *pl_cb;
-
 static int g_initialised;
 #define g_info (*pl_info_mutable())
 

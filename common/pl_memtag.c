@@ -1,10 +1,10 @@
 /* pl_memtag.c - device memory by category (pl_memtag.h): the tagged allocations in a small
- * open-addressing table beside pl_memstat.c's, each category's bytes and peak. Device layer:
- * it allocates with pl_malloc, and pl_free tells it what leaves. */
+ * open-addressing table beside pl_memstat.c's, each category's bytes and peak. Bookkeeping
+ * only: pl_malloc_tagged (pl_memguard.c) tells it what arrives, pl_free what leaves. */
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "pl_device.h"           // defines: pl_malloc, pl_mem_in_use
+#include "pl_device.h"           // defines: pl_mem_in_use
 #include "pl_memtag_internal.h"  // defines: pl_mem_tag_peak, pl_memtag_forget
 #include "pl_runtime.h"          // defines: PL_CHECK
 
@@ -45,16 +45,11 @@ static void put(void *p, size_t bytes, pl_mem_tag tag) {
     g_live++;
 }
 
-void *pl_malloc_tagged_at(size_t bytes, pl_mem_tag tag, const char *file, int line) {
-    PL_CHECK(tag > PL_MEM_UNTAGGED && tag < PL_MEM_NTAGS, "pl_malloc_tagged: not a memory category");
-    void *p = pl_malloc_at(bytes, file, line);
+void pl_memtag_note(void *p, size_t bytes, pl_mem_tag tag) {
     put(p, bytes, tag);
     g_in_use[tag] += bytes;
     if (g_in_use[tag] > g_peak[tag]) g_peak[tag] = g_in_use[tag];
-    return p;
 }
-/* Reached only without the header's macro (a function pointer): the site is this file's. */
-void *(pl_malloc_tagged)(size_t bytes, pl_mem_tag tag) { return pl_malloc_tagged_at(bytes, tag, __FILE__, __LINE__); }
 
 void pl_memtag_forget(void *p) {
     if (!g_live || !p) return;

@@ -10,9 +10,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "pl_backend.h" // defines: pl_dev, pl_cb
 #include "pl_runtime.h" // defines: the API implemented here
 
 static pl_runtime_info g_info;
+/* The backends in use: pl_init.c chooses them, every layer above this one calls them. */
+const pl_device_backend *pl_dev;
+const pl_comm_backend *pl_cb;
 
 pl_runtime_info *pl_info_mutable(void) { return &g_info; }
 /* A copy: a lab that casts the const away changes only the copy, never what the harness

@@ -280,12 +280,3 @@ void *pl_sym_peer_ptr(const void *p, int pe) {
     char *base = r->peer[pe];
     return base ? base + offset_of(r, p) : NULL;
 }
-
-/* ---- what the backends were handed ---------------------------------------------------- */
-
-static pl_sym_wire g_wire;
-void pl_sym_wire_get(pl_sym_wire *w) { *w = g_wire; }
-void pl_sym_wire_put(uint64_t bytes) { g_wire.puts++, g_wire.put_bytes += bytes; }
-void pl_sym_wire_signal(void) { g_wire.signals++; }
-void pl_sym_wire_wait(void) { g_wire.waits++; }
-void pl_sym_wire_barrier(void) { g_wire.barriers++; }

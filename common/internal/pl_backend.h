@@ -30,7 +30,7 @@ struct pl_stream {
     double completed_at;/* host time the last one completed                       */
     bool async;         /* mpi on the cpu device: collectives on it stay in flight until
                            drained (the comm stream; every stream when deferred)   */
-    /* Deferred streams (pl_defer.c): work queued and not yet run, oldest first.      */
+    /* Deferred streams (pl_device.c): work queued and not yet run, oldest first.      */
     struct pl_work *q_head, *q_tail;
     uint64_t q_enq, q_done; /* items queued and items run, in order               */
     double q_done_at;       /* host time the last one ran                          */
@@ -141,7 +141,10 @@ extern const pl_comm_backend pl_comm_nccl;
 void pl_nccl_version(char *buf, size_t len);
 #endif
 
-/* The backends in use (set by pl_init). */
+/* The trace record of the communication being handed to the backend (pl_comm_defer.c). */
+extern size_t pl_comm_current_event;
+
+/* The backends in use (defined in pl_runtime.c, set by pl_init). */
 extern const pl_device_backend *pl_dev;
 extern const pl_comm_backend *pl_cb;
 

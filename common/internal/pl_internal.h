@@ -1,13 +1,15 @@
 /* pl_internal.h - hooks between the harness's own files (not for labs).
  *
  * The harness is layered; each layer calls only the ones below it:
- *   runtime    pl_runtime.c                 info, logging, errors, abort
+ *   runtime    pl_runtime.c                 info, the backends in use, logging, errors, abort
  *   instrument pl_trace.c, pl_memstat.c     records, counters, regions, clock, watchdog
- *   device     pl_device*.c(u), pl_defer.c, memory, streams, events, GEMM, deferred
- *              pl_memguard.c                streams, allocation sites and red zones
+ *   device     pl_device*.c(u), pl_memtag.c streams, events, GEMM, the deferred queues,
+ *              pl_memguard.c                memory categories, allocation sites, red zones
  *   comm       pl_comm*.c(u)                communicators, p2p, collectives, host collectives
  *                                           (pl_comm_defer.c: on deferred streams)
+ *   sym        pl_sym*.c(u)                 symmetric memory (pl_sym_wire.c: its counters)
  *   top        pl_init.c, pl_check.c, pl_costmodel.c, pl_export.c, pl_rng.c
+ * No two files depend on each other, even through others (tests/grader/test_layout.sh).
  * A lower layer that must reach a higher one at run time (the device layer completing the
  * cpu comm stream's pending operations; NVTX ranges; the watchdog aborting NCCL) is given a
  * hook by pl_init(), never a direct call.

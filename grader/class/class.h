@@ -105,7 +105,7 @@ typedef enum {
     ST_GRADER_ERROR,  // pl-grade itself failed (never cached: rerun)
 } sub_status;
 
-const char *status_name(sub_status s);
+const char *status_name(sub_status s); /* util.c */
 
 typedef struct {
     char *folder;     // the directory's name in the submissions folder (raw bytes)
@@ -147,14 +147,15 @@ typedef struct {
     int n_subs;
 } class_run;
 
+/* util.c: where a submission's reports go, OUT/students/<key> (malloc'd) */
+char *student_dir(const class_run *cr, const submission *s);
+
 /* intake.c */
 void intake(class_run *cr);
 void intake_one(class_run *cr, const char *dir);  // Gradescope: one submission folder
 
 /* jobs.c */
 void grade_all(class_run *cr);
-/* Paths of one submission's directories under OUT (malloc'd). */
-char *student_dir(const class_run *cr, const submission *s);
 /* Record a submission that is not graded (missing, refused) as done. */
 void record_ungraded(const class_run *cr, submission *s);
 

@@ -42,25 +42,6 @@ extern char **environ;
 
 volatile sig_atomic_t class_interrupted;
 
-const char *status_name(sub_status s)
-{
-    switch (s) {
-    case ST_PENDING: return "pending";
-    case ST_GRADED: return "graded";
-    case ST_MISSING: return "missing file";
-    case ST_BUILD_ERROR: return "build error";
-    case ST_TIMED_OUT: return "timed out";
-    case ST_REFUSED: return "refused";
-    case ST_GRADER_ERROR: return "grader error";
-    }
-    return "?";
-}
-
-char *student_dir(const class_run *cr, const submission *s)
-{
-    return xasprintf("%s/students/%s", cr->out, s->key);
-}
-
 /* A shell word: single-quoted, with any quote in it closed and escaped. */
 static void sh_quote(text *t, const char *s)
 {

@@ -351,3 +351,24 @@ void csv_field(text *t, const char *s, bool last)
     }
     text_add(t, last ? "\n" : ",", 1);
 }
+
+/* A submission's status as the gradebook and the reports spell it. */
+const char *status_name(sub_status s)
+{
+    switch (s) {
+    case ST_PENDING: return "pending";
+    case ST_GRADED: return "graded";
+    case ST_MISSING: return "missing file";
+    case ST_BUILD_ERROR: return "build error";
+    case ST_TIMED_OUT: return "timed out";
+    case ST_REFUSED: return "refused";
+    case ST_GRADER_ERROR: return "grader error";
+    }
+    return "?";
+}
+
+/* Where a submission's reports go: OUT/students/<key>. */
+char *student_dir(const class_run *cr, const submission *s)
+{
+    return xasprintf("%s/students/%s", cr->out, s->key);
+}

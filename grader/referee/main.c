@@ -26,9 +26,7 @@
 #include "pl_internal.h" // defines: pl_init_local (the harness without MPI)
 #include "referee.h"
 
-referee_state g_ref = {.engine_fd = -1, .ctl_fd = -1, .region_fd = -1};
 static int g_cases_run, g_cases_failed;
-static const char *g_current_case;
 static char g_player_backends[64] = "device ?, comm ?";
 
 /* ================================================================================== */
@@ -47,29 +45,12 @@ static void take_env(const char *name, char *out, size_t cap) {
     unsetenv(name);
 }
 
-/* One record: the JSON, a tab, its signature (SipHash-2-4 of the record's number and the
- * JSON under the run's key, 16 hex digits), a newline. */
-static void chan_send(cJSON *o) {
-    if (g_ref.engine_fd < 0) return;
-    char *s = cJSON_PrintUnformatted(o);
-    PL_CHECK(s != NULL, "out of host memory");
-    size_t n = strlen(s);
-    char *line = malloc(n + SIPHASH_HEX + 3);
-    PL_CHECK(line != NULL, "out of host memory");
-    int k = snprintf(line, n + SIPHASH_HEX + 3, "%s\t%016llx\n", s,
-                     (unsigned long long)siphash_record(g_ref.key, g_ref.engine_seq++, s, n));
-    if (!wire_write_full(g_ref.engine_fd, line, (size_t)k))
-        pl_fatal(__FILE__, __LINE__, "write(results channel)", strerror(errno));
-    free(line);
-    free(s);
-}
-
 static void chan_event(const char *event, const char *name) {
     if (g_ref.rank != 0) return;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "event", event);
     if (name) cJSON_AddStringToObject(o, "case", name);
-    chan_send(o);
+    engine_record(o);
     cJSON_Delete(o);
 }
 
@@ -104,25 +85,6 @@ static void engine_connect(const char *path) {
     memset(hex, 0, sizeof hex);
     g_ref.engine_fd = fd;
     g_ref.graded = true;
-}
-
-void referee_tampered(const char *fmt, ...) {
-    char why[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "[rank %d] referee: %s%s%s\n", g_ref.rank, why, g_current_case ? " in case " : "",
-            g_current_case ? g_current_case : "");
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "event", "abort");
-    cJSON_AddNumberToObject(o, "rank", g_ref.rank);
-    if (g_current_case) cJSON_AddStringToObject(o, "case", g_current_case);
-    cJSON_AddStringToObject(o, "why", why);
-    chan_send(o);
-    cJSON_Delete(o);
-    if (g_ref.player > 0) kill(g_ref.player, SIGKILL);
-    _exit(PL_EXIT_FATAL);
 }
 
 /* ================================================================================== */
@@ -236,41 +198,6 @@ static void spawn_player(char **args) {
     g_ref.player = pid;
 }
 
-/* The control socket failed: the player is gone (say how: the engine reads the markers,
- * and leave with its code), or it closed or garbled the socket while alive (tampered). */
-static PL_NORETURN void player_gone(void) {
-    int st = 0;
-    pid_t r = 0;
-    for (int i = 0; i < 200 && r == 0; i++) { /* a dying player's exit follows its EOF */
-        r = waitpid(g_ref.player, &st, WNOHANG);
-        if (r == 0) usleep(10 * 1000);
-    }
-    if (r == 0) referee_tampered("the player stopped answering on its control socket but did not exit");
-    g_ref.player = 0;
-    if (r > 0 && WIFSIGNALED(st)) {
-        fprintf(stderr, "[rank %d] the player crashed with signal %d (%s)%s%s\n", g_ref.rank, WTERMSIG(st),
-                strsignal(WTERMSIG(st)), g_current_case ? " in case " : "", g_current_case ? g_current_case : "");
-        _exit(PL_EXIT_FATAL);
-    }
-    int code = r > 0 && WIFEXITED(st) ? WEXITSTATUS(st) : PL_EXIT_FATAL;
-    if (code == 0 || code == 1) {
-        fprintf(stderr, "[rank %d] referee: the player exited (code %d) in the middle of %s\n", g_ref.rank, code,
-                g_current_case ? g_current_case : "its start-up");
-        code = PL_EXIT_FATAL;
-    }
-    _exit(code);
-}
-
-void player_command(uint32_t cmd, uint32_t arg) {
-    if (!wire_send(g_ref.ctl_fd, cmd, arg, NULL, 0)) player_gone();
-    wire_msg m;
-    void *payload = NULL;
-    int got = wire_recv(g_ref.ctl_fd, &m, &payload, 0);
-    if (got == 0) player_gone();
-    if (got < 0 || m.cmd != REP_DONE)
-        referee_tampered("the player answered command %u with something else than its reply", cmd);
-}
-
 /* play() on the player, and the interludes it pauses for: each one's slots checked as
  * after the call, then the test's interlude(), then the slots published again (the IN
  * slots it wrote hashed anew) and the player resumed. */
@@ -345,7 +272,7 @@ static void emit(drv_case *c) {
     cJSON_AddStringToObject(o, "verdict", verdict_name(c->verdict));
     const char *msg = c->verdict != DRV_PASS ? c->msg : c->note;
     if (msg[0]) cJSON_AddStringToObject(o, "message", msg);
-    chan_send(o);
+    engine_record(o);
     if (c->verdict != DRV_PASS) /* failures even when quiet */
         drv_say("%-9s %s%s%s\n", verdict_name(c->verdict), c->name, msg[0] ? "  " : "", msg);
     else if (!g_lab->after_case)
@@ -355,7 +282,7 @@ static void emit(drv_case *c) {
 static void run_case(const drv_instance *in, int index) {
     const drv_test *t = in->test;
     drv_case c = {.inst = in, .name = in->name, .arg = in->arg, .rank = g_ref.rank, .world = g_ref.world};
-    g_current_case = in->name;
+    g_ref.current_case = in->name;
     case_begin(&c);
     slots_reset(&c);
     chan_event("begin", c.name);
@@ -399,7 +326,7 @@ static void run_case(const drv_instance *in, int index) {
     free(c.state);
     free(c.slots);
     case_end(&c);
-    g_current_case = NULL;
+    g_ref.current_case = NULL;
 }
 
 /* ================================================================================== */
@@ -427,7 +354,7 @@ static void send_plan(const drv_plan *plan) {
         cJSON_AddStringToObject(c, "group", plan->v[i].group);
         cJSON_AddItemToArray(cases, c);
     }
-    chan_send(o);
+    engine_record(o);
     cJSON_Delete(o);
 }
 
@@ -437,7 +364,7 @@ static int finish(int rc) {
         cJSON_AddStringToObject(o, "event", "end");
         cJSON_AddNumberToObject(o, "cases", g_cases_run);
         cJSON_AddNumberToObject(o, "failed", g_cases_failed);
-        chan_send(o);
+        engine_record(o);
         cJSON_Delete(o);
     }
     if (g_ref.engine_fd >= 0) close(g_ref.engine_fd);

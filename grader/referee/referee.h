@@ -1,9 +1,13 @@
 /* referee.h - what the referee's runner files share (not for labs).
  *
- *   main.c     the process: flags, the engine's channel, the player, the case loop, records
- *   verdict.c  verdicts, result fields, tensor checks, the traffic model, seeds, tolerance
- *   relay.c    cross-rank values through the players (signed), timing the player
+ * From the top down (a file uses only those below it; tests/grader/test_layout.sh):
+ *   main.c     the process: flags, connecting to the engine, starting the player, the case
+ *              loop, the records of each case
+ *   timing.c   timing the player: fresh inputs per run, the slowest rank's time
  *   slots.c    the shared region: slots, poison, red zones, const inputs
+ *   verdict.c  verdicts, result fields, tensor checks, the traffic model, seeds, tolerance
+ *   relay.c    cross-rank values through the players (signed)
+ *   link.c     the engine's channel (signed records) and the player's control socket
  *   confine.c  what the forked child does before it execs the player (seccomp, limits)
  */
 #ifndef PL_REFEREE_H
@@ -30,10 +34,16 @@ typedef struct {
     uint64_t relay_seq;
     bool player_cuda;                   /* the player says it runs the cuda device        */
     int player_device, player_comm;     /* its pl_device_kind, pl_comm_kind (its claim)   */
+    const char *current_case;           /* the case being run, for messages; NULL between */
 } referee_state;
 extern referee_state g_ref;
 
-/* ---- main.c */
+/* ---- link.c */
+struct cJSON;
+/* One record to the engine: the JSON, a tab, its signature (nothing by hand). */
+void engine_record(struct cJSON *o);
+/* The control socket failed: say how the player went and leave with its code. */
+PL_NORETURN void player_gone(void);
 /* A command to the player and its reply (REP_DONE); a player that dies or answers
  * anything else ends the referee (its exit code tells the engine what happened). */
 void player_command(uint32_t cmd, uint32_t arg);
