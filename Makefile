@@ -17,7 +17,7 @@ OUT        ?= build/grade
 LAB        ?=
 HIDDEN     ?=
 SUBMISSIONS ?=
-JOBS       ?= 1
+JOBS       ?= auto
 LIMIT      ?=
 SIMILARITY ?=
 RUBRIC     ?=
@@ -148,7 +148,7 @@ export PL_ARGS := $(ARGS)
 export PL_HIDDEN := $(HIDDEN)
 export PL_SUBMISSIONS := $(SUBMISSIONS)
 
-.PHONY: all libs engine config help doctor test test-bins test-faults bench clean grade drivers driver asan \
+.PHONY: all libs engine config help doctor test test-bins test-faults test-fresh bench clean grade drivers driver asan \
         grade-class gradescope classroom \
         FORCE kernel-tests model-tests bench-kernels calibrate scaling
 
@@ -189,16 +189,16 @@ $(B)/public.syms: grader/tools/public-symbols.sh $(LIB_H)
 	$(Q)grader/tools/public-symbols.sh "$(MPICC)" > $@.$$$$.tmp && mv $@.$$$$.tmp $@
 
 engine: $(ENGINE) $(CLASS_TOOL)
-$(ENGINE): $(ENGINE_SRC) grader/engine/engine.h grader/runner/siphash.h
+$(ENGINE): $(ENGINE_SRC) grader/engine/engine.h grader/runner/siphash.h grader/runner/loadclock.h
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
 	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -D_GNU_SOURCE -Igrader/runner $(ENGINE_SRC) -lcjson -o $@
 
 # pl-class: a class graded through pl-grade (make grade-class); C11 + cJSON, no engine code.
-$(CLASS_TOOL): $(CLASS_SRC) grader/class/class.h
+$(CLASS_TOOL): $(CLASS_SRC) grader/class/class.h grader/runner/loadclock.h
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
-	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -D_GNU_SOURCE $(CLASS_SRC) -lcjson -lm -o $@
+	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -D_GNU_SOURCE -Igrader/runner $(CLASS_SRC) -lcjson -lm -o $@
 
 # A lab's two programs (grader/runner/driver.h): the referee, and the player linked with the
 # student's lab files, which grader/tools/student-object.sh compiles with the public headers
@@ -375,11 +375,21 @@ $(B)/tools/fuzz_%: tests/datasets/fuzz_%.c $(wildcard datasets/*.h datasets/*.c)
 kernel-tests model-tests: libs $(UNIT_TEST_BINS) $(if $(HAVE_NVCC),$(CUDA_TEST_BINS))
 test-bins: $(TEST_BINS) $(UNIT_TEST_BINS) $(FUZZ_BINS) $(if $(HAVE_NVCC),$(CUDA_TEST_BINS))
 
-# The build first, on every core (BUILD_JOBS=1 for a serial one), then the tests.
+# What the tests use besides the kit (validators, clang's libFuzzer...: install-deps.sh
+# --tests; where it cannot install, the checks that need a tool fail naming its package),
+# the build on every core (BUILD_JOBS=1 for a serial one), then the tests.
 BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 test:
+	@scripts/install-deps.sh --tests >&2 || echo "paralab: test tools are missing (above); the checks that need them will fail" >&2
 	@$(MAKE) --no-print-directory -j$(BUILD_JOBS) all test-bins
 	@MAKE="$(MAKE)" MPIRUN="$(MPIRUN)" HAVE_NVCC="$(HAVE_NVCC)" tests/run.sh
+
+# make test-fresh: the kit on a minimal Debian built here (root, network): the README's two
+# commands in a new user's system, and Gradescope's setup.sh and run_autograder in a
+# container without user namespaces (scripts/test-fresh.sh; .ci/run runs it).
+test-fresh:
+	@rc=0; for v in userns nouserns; do scripts/test-fresh.sh --variant $$v || rc=1; done; \
+	  if [ $$rc = 0 ]; then echo "test-fresh: both variants passed"; else echo "test-fresh: FAILED (logs: $(B)/fresh/*.log)"; fi; exit $$rc
 
 # Every hostile student file of the fault suite, not only the quick ones (tests/grader/faults/).
 test-faults: all
@@ -448,6 +458,7 @@ help:
 	@echo "  make classroom LAB=N  the GitHub Classroom workflow (.github/workflows/classroom.yml) for lab N"
 	@echo "  make test             the project's own tests; last line 'N passed, M failed'"
 	@echo "  make test-faults      the whole fault suite of hostile student files (make test runs the quick ones)"
+	@echo "  make test-fresh       the README's commands and Gradescope's scripts in a minimal Debian built here (root)"
 	@echo "  make asan LAB=N       grade lab N's solution built with AddressSanitizer (build/asan/; NP=2 by default)"
 	@echo "  make test-llamacpp    the llama forward against llama.cpp's logits (needs llama-cpp-python; PYTHON=...)"
 	@echo "  make bench            side-by-side benchmarks of the kit, printed as ratio lines; LAB=N: that lab's bench mode"

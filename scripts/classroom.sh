@@ -47,9 +47,7 @@ jobs:
       - name: Checkout code
         uses: actions/checkout@v4
       - name: Install the kit's packages
-        run: |
-          sudo apt-get update
-          sudo apt-get install -y --no-install-recommends gcc make openmpi-bin libopenmpi-dev libopenblas-dev libcjson-dev zlib1g-dev jq
+        run: scripts/install-deps.sh
       - name: Grade lab $num
         run: make NO_CUDA=1 lab-$num$opts || true
 HEAD
@@ -75,7 +73,13 @@ STEP
         echo "          $(echo "$id" | tr 'a-z' 'A-Z')_RESULTS: \"\${{steps.$id.outputs.result}}\""
     done
     echo "        with:"
-    echo "          runners: $(IFS=,; echo "${ids[*]}")"
+    # the reporter splits its runners at commas and blanks: a folded list, five a line
+    echo "          runners: >-"
+    for ((i = 0; i < ${#ids[@]}; i += 5)); do
+        line=$(IFS=,; echo "${ids[*]:i:5}")
+        ((i + 5 < ${#ids[@]})) && line+=,
+        echo "            $line"
+    done
 } >"$file"
 echo "classroom.sh: lab $lab, ${#ids[@]} rubric items; copy $out/.github into the template repository"
 echo "$file"

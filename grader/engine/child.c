@@ -260,7 +260,7 @@ void child_run_exec(child_run *r)
     if (pipe2(out_pipe, O_CLOEXEC) || pipe2(err_pipe, O_CLOEXEC) || pipe2(report, O_CLOEXEC))
         die_engine("pipe: %s", strerror(errno));
     fflush(NULL);  // nothing buffered may be written twice
-    double t0 = now_seconds();
+    double t0 = now_seconds(), q0 = quiet_seconds();
     pid_t pid = fork();
     if (pid < 0) die_engine("fork: %s", strerror(errno));
     if (pid == 0) child_exec(r, out_pipe[1], r->merge_stderr ? out_pipe[1] : err_pipe[1], report[1]);
@@ -304,7 +304,7 @@ void child_run_exec(child_run *r)
         }
 
         // the engine is a subreaper: orphans of the run are reaped here as they die
-        double now = now_seconds();
+        double now = now_seconds(), qnow = quiet_seconds();
         int status;
         pid_t w;
         while ((w = waitpid(-1, &status, WNOHANG)) > 0) {
@@ -329,8 +329,8 @@ void child_run_exec(child_run *r)
         }
         if (!killing) {
             double due = r->deadline ? r->deadline(r->ctx) : 0;
-            if (due > 0 && now > due) r->timed_out = true;
-            else if (r->total_s > 0 && now - t0 > r->total_s) r->hit_cap = true;
+            if (due > 0 && qnow > due) r->timed_out = true;
+            else if (r->total_s > 0 && qnow - q0 > r->total_s) r->hit_cap = true;
             else if (engine_interrupted) r->interrupted = true;
             if (r->timed_out || r->hit_cap || r->interrupted) start_kill(pid, false, &killing, &hard_killed, &kill_at);
         } else if (!hard_killed && now - kill_at > KILL_GRACE_S) {
@@ -352,6 +352,7 @@ void child_run_exec(child_run *r)
     if (ch && !r->distrusted && !channel_read(ch, PLAN_LINE_MAX + READ_BUDGET, r->on_line, r->ctx))
         r->distrusted = true;
     r->wall_s = now_seconds() - t0;
+    r->quiet_s = quiet_seconds() - q0;
 }
 
 void child_run_free(child_run *r)

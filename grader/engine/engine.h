@@ -59,6 +59,11 @@ void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noretu
 void die_engine(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
 double now_seconds(void);  // monotonic clock
+/* The clock of every limit: seconds as a machine that grades alone would spend them (the
+ * wall clock slowed by the load of other work, grader/runner/loadclock.h), and the current
+ * slowdown. */
+double quiet_seconds(void);
+double quiet_slowdown(void);
 /* Replace control bytes (except tab) and bytes that are not valid UTF-8 with '?', in place,
  * so untrusted text can go into JSON, XML and the terminal safely. */
 void clean_text(char *s);
@@ -371,9 +376,9 @@ typedef struct {
     bool drop_root;              // become uid/gid SANDBOX_UID before exec (sandbox under root)
     channel *chan;               // NULL: no results channel
     line_fn on_line;             // every line of the channel; false = stop trusting: kill
-    deadline_fn deadline;        // the next valid event is due by then (0: no deadline)
+    deadline_fn deadline;        // the next valid event is due by then, on quiet_seconds() (0: none)
     void *ctx;
-    double total_s;              // 0 = no overall cap
+    double total_s;              // 0 = no overall cap (quiet seconds, like every limit)
     /* out */
     int exit_code;               // -1 when killed by a signal
     int term_signal;             // 0 when it exited
@@ -383,6 +388,7 @@ typedef struct {
     bool distrusted;             // we killed it: on_line returned false
     bool exec_failed;
     double wall_s;
+    double quiet_s;              // the same run on quiet_seconds(): what limits count
     capture out, err;
     line_scanner scan_out, scan_err;
     strlist deadlock_lines;      // lines containing "waits in"

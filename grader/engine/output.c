@@ -114,7 +114,8 @@ static bool write_gradescope(int dirfd, const char *dir, const char *lab, const 
 {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddNumberToObject(root, "score", g->score);
-    cJSON_AddNumberToObject(root, "max_score", g->max_score);
+    // Gradescope's documented keys only: the maximum goes into extra_data
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(root, "extra_data"), "max_score", g->max_score);
     int pub = 0, pub_passed = 0, hidden = 0;
     for (int i = 0; i < cases->count; i++) {
         if (cases->v[i].hidden) {

@@ -11,6 +11,7 @@
 #include <time.h>        // defines: clock_gettime, CLOCK_MONOTONIC
 
 #include "engine.h"
+#include "loadclock.h"  // defines: load_clock, lc_now, lc_slowdown
 
 /* Out of memory is not a grading outcome we can report sensibly: stop with exit 3. */
 static void out_of_memory(void)
@@ -139,6 +140,10 @@ double now_seconds(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+static load_clock g_quiet;
+double quiet_seconds(void) { return lc_now(&g_quiet); }
+double quiet_slowdown(void) { return lc_slowdown(&g_quiet); }
 
 /* Length of the valid UTF-8 sequence starting at p (1..4), or 0 if it is not one. */
 static int utf8_length(const unsigned char *p)

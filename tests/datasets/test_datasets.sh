@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_datasets.sh - the datasets/ unit tests (IDX reader, Fashion-MNIST loader on real and
 # hand-made broken files, sampler, synthetic data) and a short libFuzzer run of the IDX
-# parser (FUZZ_SECONDS, default 5) when clang is installed.
+# parser (FUZZ_SECONDS, default 5): clang with libFuzzer is needed (install-deps.sh --tests).
 set -u
 cd "$(dirname "$0")/../.."
 : "${MAKE:=make}" "${FUZZ_SECONDS:=5}"
@@ -16,7 +16,7 @@ rc=$?
 [ $rc = 0 ] || echo "not ok - test_datasets exited with $rc"
 
 if ! command -v clang >/dev/null 2>&1; then
-    echo "ok - # SKIP fuzzing the IDX parser: clang (libFuzzer) not installed"
+    echo "not ok - fuzzing the IDX parser needs clang with libFuzzer (apt-get install clang, or scripts/install-deps.sh --tests)"
     exit 0
 fi
 if ! $MAKE --no-print-directory -s build/tools/fuzz_idx >"$TMP/fbuild.log" 2>&1; then

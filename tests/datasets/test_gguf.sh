@@ -23,7 +23,7 @@ rc=$?
 # libFuzzer: clang's -fsanitize=fuzzer must link (clang alone, without compiler-rt, does not)
 printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' >"$TMP/probe.c"
 if ! command -v clang >/dev/null 2>&1 || ! clang -fsanitize=fuzzer "$TMP/probe.c" -o "$TMP/probe" >/dev/null 2>&1; then
-    echo "# clang/libFuzzer not available: fuzz run skipped"
+    echo "not ok - fuzzing the GGUF loader needs clang with libFuzzer (apt-get install clang and, on Debian, libclang-rt-N-dev for clang N; scripts/install-deps.sh --tests installs both)"
     exit 0
 fi
 if ! $MAKE --no-print-directory -s B="$B" "$FUZZ" >"$TMP/fbuild.log" 2>&1 || [ ! -x "$FUZZ" ]; then

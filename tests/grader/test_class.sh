@@ -36,6 +36,8 @@ START=$SECONDS
 ok() { echo "ok - $*"; }
 notok() { echo "not ok - $*"; }
 jqc() { jq -e "$@" >/dev/null; }
+# the python3 that has module $1: Debian's (where install-deps.sh puts its modules), else PATH's
+pyfor() { for p in /usr/bin/python3 python3; do "$p" -c "import $1" 2>/dev/null && { echo "$p"; return 0; }; done; return 1; }
 check() {  # check DESCRIPTION COMMAND...
     local d=$1
     shift
@@ -153,17 +155,30 @@ check "per student: a missing file still has results.json and report.txt" \
 check "per student: the report names where it is, not where it was written" \
     bash -c "grep -q 'students/submission_1002/report.txt' '$TMP/out1/students/submission_1002/console.txt' && ! grep -rq '\.partial' '$TMP/out1/students/submission_1002/'"
 
-# ---- a second run from scratch: the same gradebook but for wall_s (the last column)
+# ---- a second run from scratch beside a CPU hog (HOG busy processes, default 2 per core, at
+# the grading's own priority): the same gradebook but for wall_s (the last column). The
+# class grader keeps its limits on the quiet clock and runs fewer jobs while the hog takes
+# the cores, so the load changes how long the grading takes, never a verdict.
+hogs=()
+for _ in $(seq 1 "${HOG:-$((2 * $(nproc)))}"); do
+    bash -c 'while :; do :; done' &
+    hogs+=($!)
+done
 t0=$SECONDS
 grade_class "$TMP/out2" >"$TMP/run3.log" 2>&1
-echo "# a run from scratch: $((SECONDS - t0)) s"
+load=$(cut -d' ' -f1 /proc/loadavg)
+kill "${hogs[@]}" 2>/dev/null
+wait "${hogs[@]}" 2>/dev/null
+echo "# a run from scratch beside ${#hogs[@]} busy processes: $((SECONDS - t0)) s (load average $load on $(nproc) cores)"
 strip_wall() { sed 's/,[^,]*$//' "$1"; }
 if diff <(strip_wall "$book") <(strip_wall "$TMP/out2/gradebook.csv") >"$TMP/diff.txt"; then
-    ok "two runs (one killed and resumed, one whole) give the same gradebook, wall_s aside"
+    ok "two runs (one killed and resumed, one whole beside a CPU hog) give the same gradebook, wall_s aside"
 else
-    notok "two runs give the same gradebook, wall_s aside"
+    notok "two runs (the second beside a CPU hog) give the same gradebook, wall_s aside"
     sed 's/^/# /' "$TMP/diff.txt" | head -20
 fi
+check "beside the hog, pl-class ran fewer jobs at once than JOBS=2 allows" \
+    grep -q 'fewer at once while other work holds the cores' "$TMP/run3.log"
 check "two runs write the same summary.md" cmp -s "$TMP/out1/summary.md" "$TMP/out2/summary.md"
 
 # ---- a rerun with nothing changed grades nothing; a changed file is graded again
@@ -247,6 +262,29 @@ schema() {
       and ((.score * 100 | round) == ([.tests[].score] | add * 100 | round))' "$1" >/dev/null
 }
 check "run_autograder: results.json follows Gradescope's documented format" schema "$res"
+# ... and validates against the JSON Schema written from that documentation, which refuses
+# each kind of departure from it
+if ! PYJ=$(pyfor jsonschema); then
+    notok "gradescope: python3-jsonschema is needed to validate results.json (apt-get install python3-jsonschema, or scripts/install-deps.sh --tests)"
+else
+    GS_SCHEMA=grader/gradescope/results.schema.json
+    v=$($PYJ tests/grader/validate_json.py $GS_SCHEMA "$res" | head -n 1)
+    check "run_autograder: results.json validates against $GS_SCHEMA (${v%% *})" test "${v%% *}" = valid
+    broken_results() {  # broken_results WHAT JQ-FILTER: that change must not validate
+        jq "$2" "$res" >"$TMP/broken.json"
+        if ! $PYJ tests/grader/validate_json.py $GS_SCHEMA "$TMP/broken.json" >"$TMP/broken.log" 2>&1 &&
+            grep -q '^invalid' "$TMP/broken.log"; then
+            ok "gradescope schema: refuses $1 ($(cut -c1-100 "$TMP/broken.log" | sed "s|$TMP/||"))"
+        else
+            notok "gradescope schema: refuses $1 (got: $(head -n 1 "$TMP/broken.log"))"
+        fi
+    }
+    broken_results "a test status Gradescope does not know" '.tests[0].status = "ok"'
+    broken_results "a score given as text" '.score = "93"'
+    broken_results "a visibility Gradescope does not know" '.tests[0].visibility = "later"'
+    broken_results "a key of its own at the top" '. + {"grade": 1}'
+    broken_results "a test whose max_score is negative" '.tests[0].max_score = -1'
+fi
 check "run_autograder: the solution scores every item in full but the timed one, the hidden item included" \
     jqc '[.tests[] | select(.name != "allreduce_ring.speed") | .score == .max_score] | all and length == 14' "$res"
 check "run_autograder: the hidden item is after_published" \
@@ -262,39 +300,35 @@ check "run_autograder: that results.json follows the format too" schema "$res"
 # ---- GitHub Classroom: the workflow
 $MAKE --no-print-directory classroom LAB=1 OUT="$TMP/cr" >"$TMP/cr.log" 2>&1
 wf=$TMP/cr/.github/workflows/classroom.yml
-if python3 -c 'import yaml' 2>/dev/null; then
-    python3 - "$wf" grader/rubrics/01-collectives.rubric >"$TMP/yaml.log" 2>&1 <<'PY'
-import sys, yaml
-wf = yaml.safe_load(open(sys.argv[1]))
-points = {}
-for line in open(sys.argv[2]):
-    w = line.split("#")[0].split()
-    if len(w) >= 3 and w[0] in ("group", "perf"):
-        points[w[1]] = float(w[2])
-assert wf["name"] and "push" in wf["on"], "name, on: push"
-assert wf["permissions"]["checks"] == "write", "permissions"
-(job,) = wf["jobs"].values()
-assert job["runs-on"] and job["steps"], "runs-on, steps"
-steps = job["steps"]
-graders = [s for s in steps if s.get("uses", "").startswith("classroom-resources/autograding-command-grader@")]
-reporter = [s for s in steps if s.get("uses", "").startswith("classroom-resources/autograding-grading-reporter@")]
-assert len(reporter) == 1 and steps[-1] is reporter[0], "one reporter, last"
-assert any("make" in s.get("run", "") and "lab-1" in s.get("run", "") for s in steps), "runs make lab-1"
-ids = [s["id"] for s in graders]
-assert len(set(ids)) == len(ids), "ids unique"
-for s in graders:
-    w = s["with"]
-    assert w["test-name"] and w["command"] and isinstance(w["max-score"], (int, float)) and w["timeout"], s
-assert {s["with"]["test-name"]: s["with"]["max-score"] for s in graders} == points, "one test per item, its points"
-assert reporter[0]["with"]["runners"].split(",") == ids, "runners"
-for i in ids:
-    assert reporter[0]["env"][i.upper() + "_RESULTS"] == "${{steps.%s.outputs.result}}" % i, i
-print("valid", len(ids), "tests", sum(points.values()), "points")
-PY
-    check "classroom: the workflow is valid YAML with a test per rubric item and the reporter ($(tail -n 1 "$TMP/yaml.log"))" \
-        grep -q '^valid 14 tests 100.0 points' "$TMP/yaml.log"
+# yamllint (tests/grader/yamllint.yml), then the workflow as GitHub Actions reads it:
+# syntax, actions at versions that exist with their declared inputs, one test per item
+# (check_workflow.py); and the checker refuses workflows that are wrong in each way.
+if ! command -v yamllint >/dev/null; then
+    notok "classroom: yamllint is needed to lint the workflow (apt-get install yamllint, or scripts/install-deps.sh --tests)"
 else
-    notok "classroom: python3-yaml is installed to check the workflow (apt-get install python3-yaml)"
+    check "classroom: the workflow passes yamllint (strict, tests/grader/yamllint.yml)" \
+        yamllint -s -c tests/grader/yamllint.yml "$wf"
+fi
+if ! PY=$(pyfor yaml); then
+    notok "classroom: python3-yaml is needed to check the workflow (apt-get install python3-yaml, or scripts/install-deps.sh --tests)"
+else
+    $PY tests/grader/check_workflow.py "$wf" grader/rubrics/01-collectives.rubric >"$TMP/yaml.log" 2>&1
+    check "classroom: the workflow is one GitHub Actions accepts, a test per rubric item and the reporter ($(tail -n 1 "$TMP/yaml.log"))" \
+        grep -q '^valid 14 tests 100.0 points' "$TMP/yaml.log"
+    bad_wf() {  # bad_wf WHAT SED-EXPRESSION EXPECTED-TEXT: a broken copy is refused, naming why
+        sed "$2" "$wf" >"$TMP/bad.yml"
+        $PY tests/grader/check_workflow.py "$TMP/bad.yml" grader/rubrics/01-collectives.rubric >"$TMP/badwf.log" 2>&1
+        if ! grep -q '^valid' "$TMP/badwf.log" && grep -qF -- "$3" "$TMP/badwf.log"; then
+            ok "classroom: the checker refuses $1 ($(head -n 1 "$TMP/badwf.log"))"
+        else
+            notok "classroom: the checker refuses $1 (got: $(head -n 1 "$TMP/badwf.log"))"
+        fi
+    }
+    bad_wf "an action at a version that does not exist" 's/autograding-command-grader@v1/autograding-command-grader@v9/' 'not one known to exist'
+    bad_wf "an input the action does not declare" 's/          timeout: 1/          time-limit: 1/' "has no input 'time-limit'"
+    bad_wf "a result no step produces" 's/steps\.broadcast\.outputs/steps.broadcst.outputs/' 'names no step'
+    bad_wf "an unquoted on: (YAML's true)" 's/^"on":/on:/' 'YAML read an unquoted on'
+    bad_wf "a step with both uses and run" '0,/uses: actions\/checkout@v4/s//uses: actions\/checkout@v4\n        run: true/' 'exactly one of uses and run'
 fi
 mkdir -p "$TMP/itemcheck/build/grade/01-collectives" "$TMP/itemcheck/scripts"
 cp scripts/classroom-item.sh "$TMP/itemcheck/scripts/"

@@ -78,10 +78,10 @@ grade_fault() {
     else
         notok "$tag: the engine's score line is the only one ($(grep -c '^score:' "$log") lines start with 'score:')"
     fi
-    if command -v xmllint >/dev/null; then
-        xmllint --noout "$TMP/$name-$mode/junit.xml" 2>/dev/null && ok "$tag: junit.xml is valid XML" \
-            || notok "$tag: junit.xml is valid XML"
-    fi
+    if ! command -v xmllint >/dev/null; then
+        notok "$tag: junit.xml is valid XML (xmllint is needed: apt-get install libxml2-utils, or scripts/install-deps.sh --tests)"
+    elif xmllint --noout "$TMP/$name-$mode/junit.xml" 2>/dev/null; then ok "$tag: junit.xml is valid XML"
+    else notok "$tag: junit.xml is valid XML"; fi
     for item in $full; do
         if grep -Eq "^  $item +([0-9.]+)/\\1 " "$log"; then
             ok "$tag: $item keeps its full points"

@@ -27,6 +27,11 @@ cd "$(dirname "$0")/../.."
 export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 TMP=$(mktemp -d /tmp/paralab-selftest.XXXXXX)
+# results.json against grader/gradescope/results.schema.json: Debian's python3-jsonschema
+# (scripts/install-deps.sh --tests), else the python3 on PATH if it has the module
+PYJ=""
+for p in /usr/bin/python3 python3; do "$p" -c 'import jsonschema' 2>/dev/null && { PYJ=$p; break; }; done
+[ -n "$PYJ" ] || echo "not ok - python3-jsonschema is needed to validate results.json (apt-get install python3-jsonschema, or scripts/install-deps.sh --tests)"
 # SELFTEST_KEEP=DIR keeps each grading's cases.json as DIR/<lab>-<name>.json, to compare
 # two versions of the grader case by case (tests/grader/compare_cases.sh).
 keep_cases() {
@@ -179,9 +184,14 @@ for dir in tests/broken/*/; do
     for f in results.json junit.xml cases.json; do
         [ -s "$TMP/$lab-solution/$f" ] && ok "$lab: the solution run wrote $f" || notok "$lab: the solution run wrote $f"
     done
-    $B/tools/jsoncheck "$TMP/$lab-solution/results.json" score max_score tests \
-        && ok "$lab: results.json is Gradescope-shaped (score, max_score, tests)" \
+    $B/tools/jsoncheck "$TMP/$lab-solution/results.json" score extra_data tests \
+        && ok "$lab: results.json is Gradescope-shaped (score, tests, the maximum in extra_data)" \
         || notok "$lab: results.json is Gradescope-shaped"
+    if [ -n "$PYJ" ]; then
+        v=$($PYJ tests/grader/validate_json.py grader/gradescope/results.schema.json "$TMP/$lab-solution/results.json" | head -n 1)
+        [[ $v == valid* ]] && ok "$lab: results.json validates against Gradescope's schema" \
+            || notok "$lab: results.json validates against Gradescope's schema (${v#* })"
+    fi
 
     score=$(tail -n 1 "$TMP/$lab-starter.log")
     rc=$(cat "$TMP/$lab-starter.rc")
