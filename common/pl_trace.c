@@ -178,11 +178,17 @@ void pl_region_end(void) {
  * as it advances; ranks that all wait do not. A rank computing outside the harness (the
  * grader's own checks, or a student's endless loop: they look alike) holds the verdict
  * off for at most PL_WD_HOST_LIMITS limits.
+ * Every duration is on the watchdog's own clock: wall time less the time this rank's main
+ * thread spent runnable but waiting for a core (its run-queue delay, from the kernel's
+ * schedstat). On a machine loaded by other work a rank may wait seconds for a core; that
+ * wait is the machine's, not a deadlock's, and never counts toward the limit.
  * Either checker fires: it prints the waiting rank's line, lets the other stuck ranks
  * print theirs, and ends the job with PL_EXIT_DEADLOCK. The thread makes no MPI calls. */
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <sys/syscall.h>
 
 /* Arming happens around every wait, so it must be cheap: atomics, no lock. Only the
  * first caller past the limit (main thread or watchdog thread) reports. */
@@ -215,8 +221,28 @@ static volatile uint64_t *_Atomic g_board = g_own_words;
 static _Atomic int g_board_n = 1, g_board_me, g_board_reading;
 static uint64_t g_ticks, g_host_periods;
 static int g_busy;
-static _Atomic double g_last_progress; /* host time a word 0 last moved (the thread) */
+static _Atomic double g_last_progress; /* wd_now() a word 0 last moved (the thread)  */
 static _Atomic double g_last_host;     /* ... and a word 1                          */
+
+/* The watchdog's clock (above). The main thread's schedstat is opened at start, before a
+ * graded player is confined, and re-read in place by the thread every tick; where it cannot
+ * be read the clock is the wall clock. */
+static _Atomic double g_starved; /* seconds the main thread waited for a core since start */
+static int g_schedstat_fd = -1;
+static double wd_now(void) { return pl_now() - atomic_load_explicit(&g_starved, memory_order_relaxed); }
+static void watch_starved(void) {
+    static double first = -1;
+    char buf[128];
+    if (g_schedstat_fd < 0) return;
+    ssize_t n = pread(g_schedstat_fd, buf, sizeof buf - 1, 0);
+    if (n <= 0) return;
+    buf[n] = '\0';
+    unsigned long long run_ns, wait_ns;
+    if (sscanf(buf, "%llu %llu", &run_ns, &wait_ns) != 2) return;
+    double w = 1e-9 * (double)wait_ns;
+    if (first < 0) first = w;
+    if (w - first > atomic_load(&g_starved)) atomic_store(&g_starved, w - first);
+}
 
 /* slots NULL: back to this rank's own words (before the shared memory goes away; waits
  * until the thread is not reading it). */
@@ -256,7 +282,7 @@ static void watch_self(void) {
     static double last_cpu = -1, last_wall;
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    double cpu = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec, wall = pl_now();
+    double cpu = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec, wall = wd_now();
     if (last_cpu >= 0 && !atomic_load(&g_wd_armed) && cpu - last_cpu >= (wall - last_wall) / 50)
         publish(1, ++g_host_periods);
     last_cpu = cpu;
@@ -280,7 +306,7 @@ static void watch_board(void) {
         sum[1] += __atomic_load_n(&b[2 * i + 1], __ATOMIC_RELAXED);
     }
     atomic_store(&g_board_reading, 0);
-    double now = pl_now();
+    double now = wd_now();
     if (!seen || busy || sum[0] != last_sum[0]) atomic_store(&g_last_progress, now);
     if (!seen || sum[1] != last_sum[1]) atomic_store(&g_last_host, now);
     last_sum[0] = sum[0];
@@ -291,7 +317,7 @@ static void watch_board(void) {
 void pl_watchdog_arm(const char *op, int peer) {
     if (atomic_load_explicit(&g_wd_quiet, memory_order_relaxed)) return;
     if (!atomic_load_explicit(&g_wd_armed, memory_order_relaxed))
-        atomic_store_explicit(&g_wd_since, pl_now(), memory_order_relaxed);
+        atomic_store_explicit(&g_wd_since, wd_now(), memory_order_relaxed);
     atomic_store_explicit(&g_wd_op, op, memory_order_relaxed);
     atomic_store_explicit(&g_wd_peer, peer, memory_order_relaxed);
     atomic_store_explicit(&g_wd_armed, 1, memory_order_release);
@@ -304,7 +330,7 @@ void pl_watchdog_disarm(void) { atomic_store_explicit(&g_wd_armed, 0, memory_ord
 static int past_limit(double slack, const char **op, int *peer, double *waited, double *still) {
     double limit = pl_info()->watchdog_sec;
     if (limit <= 0 || !atomic_load_explicit(&g_wd_armed, memory_order_acquire)) return 0;
-    double now = pl_now(), since = atomic_load_explicit(&g_wd_since, memory_order_relaxed);
+    double now = wd_now(), since = atomic_load_explicit(&g_wd_since, memory_order_relaxed);
     double moved = atomic_load(&g_last_progress), host = atomic_load(&g_last_host);
     if (now - since < limit + slack || now - moved < limit + slack) return 0;
     if (now - host < limit + slack && now - moved < PL_WD_HOST_LIMITS * limit + slack) return 0;
@@ -324,9 +350,14 @@ static void report_and_exit(const char *op, int peer, double waited, double stil
         pl_log("rank %d waits in %s (%.1f s; no progress on this node for %.1f s): deadlock? aborting",
                pl_rank(), op, waited, still);
     if (!from_thread && g_wd_abort_hook) g_wd_abort_hook();
-    /* Give the other stuck ranks time to print their own line before the job dies. */
-    struct timespec grace = {1, 500000000};
-    nanosleep(&grace, NULL);
+    /* Give the other stuck ranks time to print their own line before the job dies: 1.5 s on
+     * the watchdog's clock (a loaded machine gives them less of each second), 15 s at most. */
+    double t0 = wd_now(), w0 = pl_now();
+    while (wd_now() - t0 < 1.5 && pl_now() - w0 < 15) {
+        struct timespec tick = {0, 100000000};
+        nanosleep(&tick, NULL);
+        watch_starved();
+    }
     if (from_thread) _exit(PL_EXIT_DEADLOCK); /* MPI belongs to the main thread */
     pl_abort(PL_EXIT_DEADLOCK);
 }
@@ -347,6 +378,7 @@ static void *watchdog_thread(void *arg) {
     struct timespec tick = {0, 100000000};
     for (;;) {
         nanosleep(&tick, NULL);
+        watch_starved();
         watch_self();
         watch_board();
         const char *op;
@@ -359,8 +391,12 @@ static void *watchdog_thread(void *arg) {
 
 void pl_watchdog_start(void) {
     if (pl_info()->watchdog_sec <= 0) return;
-    atomic_store(&g_last_progress, pl_now());
-    atomic_store(&g_last_host, pl_now());
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/schedstat", (long)syscall(SYS_gettid));
+    if (g_schedstat_fd < 0) g_schedstat_fd = open(path, O_RDONLY | O_CLOEXEC);
+    watch_starved();
+    atomic_store(&g_last_progress, wd_now());
+    atomic_store(&g_last_host, wd_now());
     pthread_t t;
     if (pthread_create(&t, NULL, watchdog_thread, NULL) == 0) pthread_detach(t);
 }
