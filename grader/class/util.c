@@ -337,8 +337,19 @@ void md_cell(text *t, const char *s)
     }
 }
 
+/* One CSV field, quoted when it must be. A text field that a spreadsheet would take for a
+ * formula (it starts with = + - @, a tab or a carriage return: a student's name or email
+ * from a Gradescope export can) gets a leading apostrophe, so that opening the gradebook
+ * shows the text and runs nothing. Numbers are written by the caller as plain digits. */
 void csv_field(text *t, const char *s, bool last)
 {
+    bool formula = strchr("=+-@\t\r", s[0]) && s[0] != '\0';
+    if (formula) {
+        char *safe = xasprintf("'%s", s);
+        csv_field(t, safe, last);
+        free(safe);
+        return;
+    }
     if (strpbrk(s, ",\"\r\n")) {
         text_add(t, "\"", 1);
         for (const char *p = s; *p; p++) {

@@ -219,6 +219,15 @@ rc=$?
 check "pl-class on a missing folder: exit 2 with one line (got $rc)" \
     bash -c "[ $rc = 2 ] && [ \$(wc -l <'$TMP/bad2.log') = 1 ] && grep -q '^pl-class: error: ' '$TMP/bad2.log'"
 
+# ---- names a spreadsheet would run as formulas (a Gradescope export's name or email can be
+# one): the gradebook holds them as text, behind an apostrophe
+mkdir -p "$TMP/formulas/=HYPERLINK(\"http:x\")" "$TMP/formulas/@SUM(1)" "$TMP/formulas/+1-1" "$TMP/formulas/-2"
+$CLASS --lab 01-collectives --submissions "$TMP/formulas" --out "$TMP/out-formulas" --engine $B/tools/pl-grade \
+    --make "$MAKE" --flavor cpu --sandbox auto --similarity 0 >"$TMP/formulas.log" 2>&1
+first=$(cut -c1 "$TMP/out-formulas/gradebook.csv" 2>/dev/null | tail -n +2 | sort -u | tr -d '\n')
+check "gradebook: student names that look like formulas are written as text ('=..., '@..., '+..., '-...: got first characters '$first')" \
+    test "$first" = "\"'"
+
 # ---- Gradescope: the zip, then run_autograder in a simulated /autograder
 mkdir -p "$TMP/hidden"
 printf 'lab 01-collectives\nrun np=2 label=seed7 --seed 7\ngroup hidden-seed 5 np*@seed7/*\n' >"$TMP/hidden/01-collectives.rubric"
