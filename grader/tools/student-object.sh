@@ -41,10 +41,13 @@ mkdir -p "$dir"
 allowed=" $(grep -v '^#' "$(dirname "$0")/allowed-calls.txt" | tr '\n' ' ') "
 section_ok_re='^\.(text|rodata|data|bss)(\..*)?$|^\.debug_|^\.zdebug_|^\.(comment|note\.GNU-stack|note\.gnu\.property|eh_frame|group|symtab|strtab|shstrtab|llvm_addrsig)$|^\.rela?\.(text|rodata|data|eh_frame|debug_)'
 
-# The lab's headers name its API and the kit's helpers a student may call.
+# The lab's headers name its API and the kit's helpers a student may call: the words of
+# their code, never of their comments (a C library name in a comment is not an invitation),
+# which the compiler strips without expanding anything (-fpreprocessed).
 labdir=
 for a in "${cc[@]}"; do case $a in -Ilabs/*) labdir=${a#-I} ;; esac; done
-header_names=" $(cat "$labdir"/*.h 2>/dev/null | grep -oE '\b[A-Za-z_][A-Za-z0-9_]*\b' | sort -u | tr '\n' ' ') "
+header_names=" $(for h in "$labdir"/*.h; do [ -f "$h" ] && "${cc[0]}" -fpreprocessed -dD -E -P -x c "$h"; done 2>/dev/null |
+    grep -oE '\b[A-Za-z_][A-Za-z0-9_]*\b' | sort -u | tr '\n' ' ') "
 
 status=0
 objs=()
@@ -59,6 +62,13 @@ for src in "${srcs[@]}"; do
     done < <(readelf -S --wide "$obj" | sed -n 's/^ *\[ *[0-9]*\] \([^ ]*\) .*/\1/p' | grep -v '^$' | grep -v '^NULL$')
     if nm --format=posix "$obj" | awk '$2 == "i"' | grep -q .; then
         why+=("defines a GNU indirect function (its resolver would run when the program is loaded)")
+    fi
+    common=$(nm --format=posix "$obj" | awk '$2 == "C" {print $1}' | head -n 3 | tr '\n' ' ')
+    if [ -n "$common" ]; then  # the linker would merge it with any global of that name
+        why+=("has common symbols (${common% }): give each a definition (= 0) or make it static")
+    fi
+    if readelf -SW "$obj" | grep -F '.note.GNU-stack' | grep -q ' X '; then
+        why+=("asks for an executable stack (a nested function's trampoline): take the function out of its parent")
     fi
     if objdump -d "$obj" | grep -Eq $'\t(syscall|sysenter|int +\\$0x80)\\b'; then
         why+=("holds a raw system-call instruction")
