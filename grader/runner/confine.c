@@ -235,7 +235,7 @@ static const long k_play_allowed[] = {
      * nodes connects on first use) */
     __NR_socket, __NR_connect, __NR_accept4, __NR_sendto, __NR_recvfrom, __NR_sendmsg, __NR_recvmsg,
     __NR_sendmmsg, __NR_recvmmsg, __NR_shutdown, __NR_getsockopt, __NR_setsockopt, __NR_getsockname,
-    __NR_getpeername, __NR_fcntl,
+    __NR_getpeername,
     /* MPI_Finalize removes the shared-memory segment it made at start-up (the sandbox
      * of `make grade` keeps everything else read-only) */
     __NR_unlinkat,
@@ -272,6 +272,16 @@ bool confine_play(pid_t self, bool device_files) {
     rule(&p, __NR_shmdt, SECCOMP_RET_ALLOW);
     static const uint32_t shmctl_cmds[] = {0 /* IPC_RMID */};
     rule_arg_in(&p, __NR_shmctl, 1, 0x100 /* IPC_64, which some C libraries add */, shmctl_cmds, 1, ERRNO(EPERM));
+    /* fcntl: descriptor flags, status flags, locks, duplicates: what a C library and MPI
+     * use. Never the owner or signal of a descriptor (F_SETOWN, F_SETOWN_EX, F_SETSIG: with
+     * O_ASYNC on the control socket the kernel would signal the referee), leases or
+     * directory notifications. */
+    static const uint32_t fcntl_cmds[] = {0 /* F_DUPFD */,      1 /* F_GETFD */,         2 /* F_SETFD */,
+                                          3 /* F_GETFL */,      4 /* F_SETFL */,         5 /* F_GETLK */,
+                                          6 /* F_SETLK */,      7 /* F_SETLKW */,        36 /* F_OFD_GETLK */,
+                                          37 /* F_OFD_SETLK */, 38 /* F_OFD_SETLKW */,   1030 /* F_DUPFD_CLOEXEC */,
+                                          1032 /* F_GETPIPE_SZ */, 1034 /* F_GET_SEALS */};
+    rule_arg_in(&p, __NR_fcntl, 1, 0, fcntl_cmds, (int)(sizeof fcntl_cmds / sizeof fcntl_cmds[0]), ERRNO(EPERM));
     if (device_files) { /* the CUDA driver talks to its device files and may open them */
         rule(&p, __NR_ioctl, SECCOMP_RET_ALLOW);
         rule(&p, __NR_openat, SECCOMP_RET_ALLOW);

@@ -1,0 +1,45 @@
+/* confine_probe.c - the play filter (grader/runner/confine.c) seen from inside: a process
+ * installs it and tries calls by their arguments. Prints "ok - ..." / "not ok - ..." lines;
+ * built and run by tests/grader/test_confine.sh. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "confine.h"
+
+static int failed;
+static void expect(const char *what, int rc, int want_errno) {
+    int got = rc < 0 ? errno : 0;
+    if (got == want_errno) printf("ok - play filter: %s (%s)\n", what, got ? "refused" : "allowed");
+    else {
+        printf("not ok - play filter: %s (errno %d, expected %d)\n", what, got, want_errno);
+        failed = 1;
+    }
+}
+
+int main(void) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return 2;
+    if (!confine_play(getpid(), false)) {
+        printf("not ok - play filter: installs (errno %d)\n", errno);
+        return 1;
+    }
+    int fl = fcntl(sv[0], F_GETFL);
+    expect("fcntl F_GETFL", fl, 0);
+    expect("fcntl F_SETFL O_NONBLOCK", fcntl(sv[0], F_SETFL, fl | O_NONBLOCK), 0);
+    expect("fcntl F_SETFD FD_CLOEXEC", fcntl(sv[0], F_SETFD, FD_CLOEXEC), 0);
+    int d = fcntl(sv[0], F_DUPFD_CLOEXEC, 10);
+    expect("fcntl F_DUPFD_CLOEXEC", d, 0);
+    /* the control socket's signals pointed at another process: never */
+    expect("fcntl F_SETOWN to the parent", fcntl(sv[0], F_SETOWN, (int)getppid()), EPERM);
+    struct f_owner_ex owner = {F_OWNER_PID, getppid()};
+    expect("fcntl F_SETOWN_EX to the parent", fcntl(sv[0], F_SETOWN_EX, &owner), EPERM);
+    expect("fcntl F_SETSIG SIGKILL", fcntl(sv[0], F_SETSIG, SIGKILL), EPERM);
+    expect("fcntl F_NOTIFY", fcntl(sv[0], F_NOTIFY, DN_MODIFY), EPERM);
+    expect("open of any file", open("/etc/hostname", O_RDONLY), EACCES);
+    expect("kill of the parent", kill(getppid(), 0), EPERM);
+    return failed;
+}
