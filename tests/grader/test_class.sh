@@ -155,12 +155,12 @@ check "per student: a missing file still has results.json and report.txt" \
 check "per student: the report names where it is, not where it was written" \
     bash -c "grep -q 'students/submission_1002/report.txt' '$TMP/out1/students/submission_1002/console.txt' && ! grep -rq '\.partial' '$TMP/out1/students/submission_1002/'"
 
-# ---- a second run from scratch beside a CPU hog (HOG busy processes, default 2 per core, at
+# ---- a second run from scratch beside a CPU hog (HOG busy processes, default 1 per core, at
 # the grading's own priority): the same gradebook but for wall_s (the last column). The
 # class grader keeps its limits on the quiet clock and runs fewer jobs while the hog takes
 # the cores, so the load changes how long the grading takes, never a verdict.
 hogs=()
-for _ in $(seq 1 "${HOG:-$((2 * $(nproc)))}"); do
+for _ in $(seq 1 "${HOG:-$(nproc)}"); do
     bash -c 'while :; do :; done' &
     hogs+=($!)
 done
