@@ -146,8 +146,10 @@ if [ $VARIANT = nouserns ]; then
     timeout 5400 chroot "$ROOT" "${ENV[@]}" /bin/bash -c "$INNER" </dev/null >"$LOG" 2>&1
 else
     # bwrap as root: it pivots into the root (no chroot, so namespaces may nest) and keeps
-    # every capability, as a container's root has.
-    timeout 5400 bwrap --bind "$ROOT" / --dev-bind /dev /dev --proc /proc --bind /sys /sys --tmpfs /dev/shm \
+    # every capability, as a container's root has. The machine's own /proc is bound in
+    # whole: a sandbox started inside may mount a proc of its own only where one is fully
+    # visible (a fresh proc mount here would not count as one).
+    timeout 5400 bwrap --bind "$ROOT" / --dev-bind /dev /dev --bind /proc /proc --bind /sys /sys --tmpfs /dev/shm \
         --cap-add ALL --share-net --die-with-parent -- "${ENV[@]}" /bin/bash -c "$INNER" </dev/null >"$LOG" 2>&1
 fi
 rc=$?
