@@ -37,7 +37,7 @@ classes() { awk -F'"' '/"case":/ {c=$4} /"classification":/ {print c, $4}' "$1";
 case $FAULTS in quick | all) ;; *) notok "FAULTS must be quick or all, not '$FAULTS'"; exit 1 ;; esac
 [ -x "$ENGINE" ] || { notok "the engine $ENGINE is built (make B=$B engine)"; exit 1; }
 sandbox_ok=
-if command -v bwrap >/dev/null && bwrap --unshare-all --unshare-user --ro-bind / / true 2>/dev/null; then
+if command -v bwrap >/dev/null && bwrap --unshare-all --unshare-user --ro-bind / / --dev /dev --proc /proc true 2>/dev/null; then  # as the sandbox starts
     sandbox_ok=yes
 fi
 
