@@ -128,11 +128,7 @@ void l8_step_ids(int *out, const l8_cfg *c, uint64_t seed, int step, bool target
 
 enum { L8_TENSOR, L8_PIPE, L8_DATA, L8_EMBED, L8_WORLD, L8_OTHER, L8_NGROUPS };
 const char *l8_group_name(int group); /* "tensor", "pipeline", "data", "embedding", "world", "other" */
-typedef struct {
-    double calls[PL_OP_COUNT]; /* library collectives by kind                          */
-    double bytes;              /* their S, summed                                      */
-    double msgs, msg_bytes;    /* point-to-point messages sent, and their bytes         */
-} l8_tally;
+typedef drv_traffic l8_tally; /* calls by kind, their S, messages and their bytes (driver.h) */
 
 /* ==================================================================================== */
 /* The cases' slots (the referee declares them, the player finds them by name)           */

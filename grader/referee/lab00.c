@@ -215,7 +215,6 @@ void lab0_p2p_check(drv_case *c) {
     p->src = src, p->dst = dst, p->n = (int)g.nsizes;
     p->same_host = !strcmp(g.hosts[src], g.hosts[dst]);
     double wrong = 0, checked = 0, peak = 0;
-    size_t first_bad = 0;
     for (size_t k = 0; k < g.nsizes; k++) {
         p2p_point *pt = &p->pt[k];
         pt->bytes = g.sizes[k] * sizeof(float);
@@ -227,7 +226,6 @@ void lab0_p2p_check(drv_case *c) {
         snprintf(pair, sizeof pair, "%d->%d", src, dst);
         drv_print("  %-8s %12zu %6d %12.2f %14.3f %8.0f\n", pair, pt->bytes, pt->iters, pt->latency_us,
                   pt->bandwidth_gbps, pt->wrong_bytes);
-        if (pt->wrong_bytes > 0 && wrong == 0) first_bad = pt->bytes;
         wrong += pt->wrong_bytes;
         checked += 2.0 * (double)pt->bytes * (lab0_warmup() + pt->iters); /* both ends check */
         if (pt->bandwidth_gbps > peak) peak = pt->bandwidth_gbps;
@@ -247,7 +245,7 @@ void lab0_p2p_check(drv_case *c) {
     drv_num(c, "busbw", large->bandwidth_gbps);
     drv_num(c, "wrong", wrong);
     drv_num(c, "count", checked);
-    if (wrong > 0) drv_fail(c, "bytes altered between ranks %d and %d, first at %zu-byte messages", src, dst, first_bad);
+    drv_check_count(c, "bytes that arrived altered between the pair (the table's wrong column, size by size)", wrong, 0);
 }
 
 /* ------------------------------------------------------------------ the report */

@@ -134,20 +134,6 @@ static bool api_ok(drv_case *c, int rc, const char *what) { return drv_all_ok(c,
 
 /* ---- linear layers ------------------------------------------------------------------------ */
 
-/* The elements between the columns and the leading dimension of an OUT view must keep their
- * poison: a call writes its [rows x cols] and nothing beside it (a model's neighbouring
- * columns live there). */
-static void check_pad(drv_case *c, const char *slot, int64_t rows, int64_t cols, int64_t ld) {
-    const uint32_t *p = drv_slot_host(c, slot);
-    double bad = 0;
-    for (int64_t i = 0; i < rows; i++)
-        for (int64_t j = cols; j < ld; j++) bad += p[i * ld + j] != 0x7FC0DEADu;
-    double total = drv_sum(bad);
-    if (total > 0)
-        drv_fail(c, "the call wrote %.0f element(s) of '%s' between its %lld columns and its leading dimension %lld "
-                    "(a strided view: write only its [rows x cols])", total, slot, (long long)cols, (long long)ld);
-}
-
 /* Initial gradients: not zero, so that a call that overwrites them shows. */
 static float *grad0(int64_t rows, int64_t cols, uint64_t seed, uint64_t id) {
     return lab2_master(rows, cols, seed, LAB2_GRAD0_ID + id, false, 0);
@@ -200,19 +186,11 @@ void lin_setup(drv_case *c) {
 static bool lin_init_ok(drv_case *c, const lab2_lin *s, const lab2_status *ps) {
     if (!api_ok(c, ps->init_rc, "tp_linear_init")) return false;
     bool shape = ps->w_rows == s->ol && ps->w_cols == s->il && ps->w_data;
-    if (drv_min(shape) == 0) {
-        drv_fail(c, "shard w is [%lld x %lld], expected [%lld x %lld]", (long long)ps->w_rows, (long long)ps->w_cols,
-                 (long long)s->ol, (long long)s->il);
+    if (!drv_check_all(c, shape, "shard w is [%lld x %lld], expected [%lld x %lld]", (long long)ps->w_rows,
+                       (long long)ps->w_cols, (long long)s->ol, (long long)s->il) ||
+        (s->bias && !drv_check_all(c, ps->b_data != 0, "init: b is NULL although the layer has a bias")) ||
+        !drv_check_all(c, ps->grads_ok != 0, "init: dw (or db) is not allocated with the shard's shape"))
         return false;
-    }
-    if (s->bias && drv_min(ps->b_data != 0) == 0) {
-        drv_fail(c, "init: b is NULL although the layer has a bias");
-        return false;
-    }
-    if (drv_min(ps->grads_ok != 0) == 0) {
-        drv_fail(c, "init: dw (or db) is not allocated with the shard's shape");
-        return false;
-    }
     float bound = lab2_init_bound(s->in);
     check_init(c, "weight shard w", "w_init", s->ol, s->il, s->in, s->r0, s->c0, LAB2_W_ID, bound);
     if (s->bias) check_init(c, "bias shard b", "b_init", 1, s->blen, s->out, 0, s->b0, LAB2_W_ID + 1, bound);
@@ -234,7 +212,7 @@ void lin_check(drv_case *c) {
         ref_fwd(s.T, s.in, s.out, st->x, st->W, s.bias ? st->b : NULL, y);
         float *e = block(y, s.out, 0, s.T, s.y0, s.ycols, 0);
         drv_check_strided(c, "y", drv_slot_host(c, "y"), (size_t)s.yld, e, (size_t)s.T, (size_t)s.ycols, false);
-        check_pad(c, "y", s.T, s.ycols, s.yld);
+        drv_check_pad(c, "y", drv_slot_host(c, "y"), (size_t)s.yld, (size_t)s.T, (size_t)s.ycols);
         free(e), free(y);
         return;
     }
@@ -254,7 +232,7 @@ void lin_check(drv_case *c) {
         if (s.steps > 1) snprintf(what_dx, sizeof what_dx, "dx of call %d", k);
         else snprintf(what_dx, sizeof what_dx, "dx");
         drv_check_strided(c, what_dx, drv_slot_host(c, name), (size_t)s.dxld, e, (size_t)s.T, (size_t)s.xcols, false);
-        check_pad(c, name, s.T, s.xcols, s.dxld);
+        drv_check_pad(c, what_dx, drv_slot_host(c, name), (size_t)s.dxld, (size_t)s.T, (size_t)s.xcols);
         free(e);
         if (k > 1) free(x), free(dy);
     }
@@ -381,14 +359,11 @@ void mlp_check(drv_case *c) {
     if (!api_ok(c, ps.init_rc, "tp_mlp_init")) return;
     bool shape = ps.w_rows == s.fl && ps.w_cols == s.d && ps.w2_rows == s.d && ps.w2_cols == s.fl && ps.w_data &&
                  ps.b_data && ps.grads_ok;
-    if (drv_min(shape) == 0) {
-        drv_fail(c, "tp_mlp_init: fc1 w [%lld x %lld], fc2 w [%lld x %lld] (expected [%lld x %lld], [%lld x %lld]), "
-                    "every w, b, dw, db allocated: %s",
-                 (long long)ps.w_rows, (long long)ps.w_cols, (long long)ps.w2_rows, (long long)ps.w2_cols,
-                 (long long)s.fl, (long long)s.d, (long long)s.d, (long long)s.fl,
-                 ps.w_data && ps.b_data && ps.grads_ok ? "yes" : "no");
+    if (!drv_check_all(c, shape, "tp_mlp_init: fc1 w [%lld x %lld], fc2 w [%lld x %lld] (expected [%lld x %lld], [%lld x "
+                       "%lld]), every w, b, dw, db allocated: %s", (long long)ps.w_rows, (long long)ps.w_cols,
+                       (long long)ps.w2_rows, (long long)ps.w2_cols, (long long)s.fl, (long long)s.d, (long long)s.d,
+                       (long long)s.fl, ps.w_data && ps.b_data && ps.grads_ok ? "yes" : "no"))
         return;
-    }
     int64_t r0 = c->rank * s.fl, T = s.T, d = s.d, f = s.f, fl = s.fl;
     float b1 = lab2_init_bound(d), b2 = lab2_init_bound(f);
     check_init(c, "fc1 shard w (tp_mlp_init)", "w1_init", fl, d, d, r0, 0, LAB2_MLP_ID, b1);

@@ -107,10 +107,8 @@ void scal_check(drv_case *c) {
     lab2_status ps;
     memcpy(&ps, drv_slot_host(c, "status"), sizeof ps);
     if (!drv_all_ok(c, ps.init_rc, "tp_mlp_init", lab2_error_name)) return;
-    if (drv_min(ps.called != 0) == 0) {
-        drv_fail(c, "tp_mlp_init: the layers' shards or gradients are not shaped as tp_linear.h says");
+    if (!drv_check_all(c, ps.called != 0, "tp_mlp_init: the layers' shards or gradients are not shaped as tp_linear.h says"))
         return;
-    }
     drv_use_counters(c, "counters");
     int n = c->world;
     int64_t T = s.T, d = s.d, f = s.f;

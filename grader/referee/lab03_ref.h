@@ -21,8 +21,6 @@ void hb_shards(const host_block *h, const lab3_piece *pc, float *base);
 /* The serial block: y = block(x); with dy also dx and, if g, the gradients (+=). */
 void lab3_reference(const lab3_cfg *k, const host_block *p, host_block *g, float *y, const float *x, float *dx,
                     const float *dy);
-/* Relative Frobenius error (NaN or infinity in got: infinity). */
-double lab3_rel_err(const float *got, const float *want, size_t n);
 /* Error of tensor w's shard in `got` (mg_params' layout) against the master's slice; with
  * `old`, of got - old (an update). */
 double lab3_shard_err(const float *got, const lab3_piece *pc, const host_block *want, int w, const float *old);

@@ -256,12 +256,11 @@ void lab4_config_check(drv_case *c) {
     static const int want[LAB4_NCONFIGS] = {L4_OK,          L4_OK,         L4_ERR_STAGES, L4_ERR_STAGES, L4_ERR_MICRO,
                                             L4_ERR_DIVIDE,  L4_ERR_CHUNKS, L4_ERR_CHUNKS, L4_ERR_CHUNKS};
     const int32_t *rc = drv_slot_host(c, "rc");
-    for (int i = 0; i < LAB4_NCONFIGS; i++)
-        if (rc[i] != want[i]) {
-            drv_fail(c, "pp_config_check(%s) returned %d (%s), expected %d (%s)", LAB4_CONFIG_WHAT[i], rc[i],
-                     lab4_error_string(rc[i]), want[i], lab4_error_string(want[i]));
-            return;
-        }
+    for (int i = 0; i < LAB4_NCONFIGS; i++) {
+        char what[96];
+        snprintf(what, sizeof what, "pp_config_check(%s)", LAB4_CONFIG_WHAT[i]);
+        if (!drv_check_code(c, rc[i], want[i], what, lab4_error_string)) return;
+    }
     drv_note(c, "%d configurations: the right code for each", LAB4_NCONFIGS);
 }
 
@@ -271,10 +270,6 @@ void lab4_sched_err_check(drv_case *c) {
                                         L4_ERR_DIVIDE, L4_ERR_CHUNKS, L4_ERR_CAPACITY, L4_ERR_CAPACITY, L4_ERR_CAPACITY};
     const int32_t *rc = drv_slot_host(c, "rc");
     for (int i = 0; i < LAB4_NBAD; i++)
-        if (rc[i] != want[i]) {
-            drv_fail(c, "%s: returned %d (%s), expected %d (%s)", LAB4_BAD[i].what, rc[i], lab4_error_string(rc[i]), want[i],
-                     lab4_error_string(want[i]));
-            return;
-        }
+        if (!drv_check_code(c, rc[i], want[i], LAB4_BAD[i].what, lab4_error_string)) return;
     drv_note(c, "%d bad calls: the right code for each, nothing written past the array", LAB4_NBAD);
 }

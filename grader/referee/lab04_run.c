@@ -197,13 +197,7 @@ static const lab4_report *report(drv_case *c) { return drv_slot_host(c, "report"
 static bool failed_anywhere(drv_case *c) { return drv_max(drv_failed(c)) > 0; }
 
 /* pp_execute's code on every rank; false (the case failed) unless PP_OK everywhere. */
-static bool step_ran(drv_case *c) {
-    int rc = report(c)->rc;
-    double bad = drv_max(rc != L4_OK);
-    if (rc != L4_OK) drv_fail(c, "pp_execute returned %d (%s)", rc, lab4_error_string(rc));
-    else if (bad > 0) drv_fail(c, "pp_execute failed on another rank");
-    return bad == 0;
-}
+static bool step_ran(drv_case *c) { return drv_all_ok(c, report(c)->rc, "pp_execute", lab4_error_string); }
 
 /* The stage's parameter blocks in the slots' order: names and sizes (a malloc'd array). */
 typedef struct {
@@ -257,10 +251,10 @@ static void check_results(drv_case *c, run_case *st) {
     }
     free(parts);
     double loss = drv_max(st->s == st->p - 1 ? report(c)->loss : -INFINITY);
-    double loss_err = isfinite(loss) ? fabs(loss - st->ref_loss) / fabs(st->ref_loss) : INFINITY;
     char what[160];
     drv_num(c, "loss", loss);
-    drv_check_error(c, "loss (mean over the micro-batches) vs the serial loss of the global batch", loss_err, tol);
+    drv_check_steps(c, "loss (mean over the micro-batches) vs the serial loss of the global batch", &loss, &st->ref_loss, 1, 1,
+                    tol, tol);
     snprintf(what, sizeof what, "gradients after the step (-lr g) vs the serial run's (worst: %s)", worst);
     drv_check_error(c, what, eg, tol);
     snprintf(what, sizeof what, "parameters after the SGD step vs the serial run's (worst: %s)", worst);
@@ -287,23 +281,20 @@ void lab4_traffic_check(drv_case *c) {
     if (!step_ran(c)) return;
     const pl_metrics *m = &c->m;
     double colls = drv_max((double)m->coll_total);
-    double tampered = drv_max((double)(m->bytes_sent != c->wire.p2p_bytes_sent || m->msgs_sent != c->wire.p2p_msgs_sent ||
-                                       m->coll_total != c->wire.coll_calls));
     double bad_peer = drv_max(report(c)->bad_peer);
-    double off = drv_max(fabs((double)m->bytes_sent - st->want_bytes) + fabs((double)m->msgs_sent - st->want_msgs));
     double sent = drv_sum((double)m->bytes_sent), want = drv_sum(st->want_bytes);
     drv_num(c, "bytes_per_rank", drv_max((double)m->bytes_sent));
     drv_num(c, "msgs_per_rank", drv_max((double)m->msgs_sent));
     drv_num(c, "traffic_ratio", sent > 0 ? want / sent : want > 0 ? 0 : 1);
-    if (tampered > 0)
-        drv_forbid(c, "the counted traffic differs from what went to the comm backend (instrumentation tampered with?)");
+    drv_check_counted(c, m->bytes_sent != c->wire.p2p_bytes_sent || m->msgs_sent != c->wire.p2p_msgs_sent ||
+                             m->coll_total != c->wire.coll_calls, "the comm backend");
     if (colls > 0)
         drv_forbid(c, "%.0f library collective call(s): stages talk to their neighbours with pl_send/pl_recv only", colls);
     if (bad_peer >= 0) drv_fail(c, "a message to or from rank %.0f, which is not a neighbour of this stage", bad_peer);
-    if (off > 0.5)
-        drv_fail(c, "sent %.0f bytes in %.0f messages on this rank; expected %.0f in %.0f (m = %d activations and m "
-                    "gradients per boundary between virtual stages)",
-                 (double)m->bytes_sent, (double)m->msgs_sent, st->want_bytes, st->want_msgs, st->m);
+    drv_traffic got = {.msgs = (double)m->msgs_sent, .msg_bytes = (double)m->bytes_sent};
+    drv_traffic per_formula = {.msgs = st->want_msgs, .msg_bytes = st->want_bytes};
+    drv_check_traffic(c, "point-to-point on this rank (m activations and m gradients per boundary between virtual stages)",
+                      &got, &per_formula);
     if (!failed_anywhere(c))
         drv_note(c, "%.0f bytes in %.0f messages on the busiest rank, as the formula", drv_max((double)m->bytes_sent),
                  drv_max((double)m->msgs_sent));
@@ -449,15 +440,14 @@ void lab4_plan_err_check(drv_case *c) {
             drv_fail(c, "plan where %s: not run (the player stopped before it)", what[t]);
             return;
         }
-        double bad = drv_max(res[t].rc != L4_ERR_PLAN), msgs = drv_max((double)res[t].msgs);
-        if (bad > 0 && res[t].rc != L4_ERR_PLAN)
-            drv_fail(c, "plan where %s: pp_execute returned %d (%s), expected PP_ERR_PLAN", what[t], res[t].rc,
-                     lab4_error_string(res[t].rc));
-        else if (bad > 0)
-            drv_fail(c, "plan where %s: another rank did not return PP_ERR_PLAN", what[t]);
-        else if (msgs > 0)
+        char call[320];
+        snprintf(call, sizeof call, "plan where %s: pp_execute", what[t]);
+        double msgs = drv_max((double)res[t].msgs);
+        if (!drv_check_code(c, res[t].rc, L4_ERR_PLAN, call, lab4_error_string)) return;
+        if (msgs > 0) {
             drv_fail(c, "plan where %s: %.0f message(s) before giving up; check the plan first", what[t], msgs);
-        if (bad > 0 || msgs > 0) return;
+            return;
+        }
     }
     drv_note(c, "%d broken plans: PP_ERR_PLAN on every rank, nothing sent", n);
 }

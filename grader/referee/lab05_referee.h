@@ -73,12 +73,8 @@ double rl_kv_bytes_per_pos(const lab5_referee *R, int mode, const float *cuts, i
 double rl_weight_bytes(const lab5_referee *R, int mode, const float *cuts, int r);
 /* What rank r must send in one forward of n_tok tokens of n_seqs sequences with n_out
  * logits rows: p2p bytes and messages, collective calls by kind and their S. */
-typedef struct {
-    double p2p_bytes, p2p_msgs, coll_bytes;
-    int colls[PL_OP_COUNT];
-} rl_traffic;
 void rl_expect_traffic(const lab5_referee *R, int mode, const float *cuts, int r, int n_tok, int n_seqs, int n_out,
-                       rl_traffic *t);
+                       drv_traffic *t);
 /* "16/14 layers, output on rank 1" and the like, for messages. */
 void rl_describe_layers(const float *cuts, int n, int n_layer, char *out, size_t cap);
 

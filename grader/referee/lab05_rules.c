@@ -118,7 +118,7 @@ double rl_weight_bytes(const lab5_referee *R, int mode, const float *cuts, int r
 }
 
 void rl_expect_traffic(const lab5_referee *R, int mode, const float *cuts, int r, int n_tok, int n_seqs, int n_out,
-                       rl_traffic *t) {
+                       drv_traffic *t) {
     const llm_config *c = &R->model.cfg;
     int L = c->n_layer, n = R->n, micro_max = lab5_opts()->micro;
     double C = c->n_embd, Q = (double)c->n_head * c->head_dim, F = c->n_ff;
@@ -130,22 +130,22 @@ void rl_expect_traffic(const lab5_referee *R, int mode, const float *cuts, int r
             sends += o != prev && prev == r;
             prev = o;
         }
-        t->p2p_bytes = 4.0 * sends * n_tok * C;
-        t->p2p_msgs = (double)sends * micro;
+        t->msg_bytes = 4.0 * sends * n_tok * C;
+        t->msgs = (double)sends * micro;
     } else if (mode == LAB5_ROW) {
-        t->colls[PL_OP_BROADCAST] = 7 * L + 1;
-        t->coll_bytes = 4.0 * ((double)L * n_tok * (5 * C + Q + F) + (double)n_out * C);
+        t->calls[PL_OP_BROADCAST] = 7 * L + 1;
+        t->bytes = 4.0 * ((double)L * n_tok * (5 * C + Q + F) + (double)n_out * C);
         for (int i = 0; i < 8 && r > 0; i++) {
             int64_t rows, cols, a, b;
             llm_tensor_shape(c, i < 7 ? MATS[i] : LLM_OUTPUT, &rows, &cols);
             rl_rows(cuts, n, r, rows, &a, &b);
             double times = i < 7 ? L : 1, tokens = i < 7 ? n_tok : n_out;
-            t->p2p_bytes += 4.0 * times * tokens * (double)(b - a);
-            t->p2p_msgs += b > a ? times : 0;
+            t->msg_bytes += 4.0 * times * tokens * (double)(b - a);
+            t->msgs += b > a ? times : 0;
         }
     } else {
-        t->colls[PL_OP_ALLREDUCE] = 2 * L;
-        t->coll_bytes = 4.0 * 2 * L * n_tok * C;
+        t->calls[PL_OP_ALLREDUCE] = 2 * L;
+        t->bytes = 4.0 * 2 * L * n_tok * C;
     }
 }
 

@@ -157,10 +157,7 @@ void lab5_modes_teardown(drv_case *c) {
 static double compare(const lab5_referee *R, lab5_session *se, const float *got, const float *ref, int rows,
                       int greedy_step, int want, double tol) {
     size_t V = (size_t)R->model.cfg.n_vocab;
-    pl_compare cmp = pl_compare_host(got, ref, (size_t)rows * V, 0.0);
-    double rel = cmp.rel_fro;
-    for (size_t i = 0; i < (size_t)rows * V; i++)
-        if (!isfinite(got[i])) rel = INFINITY;
+    double rel = drv_rel_err_f(got, ref, (size_t)rows * V);
     if (greedy_step > -2 && se->tok_step == -2) {
         const float *last = got + (size_t)(rows - 1) * V, *rlast = ref + (size_t)(rows - 1) * V;
         int pick = lab5_argmax(last, (int)V);
@@ -279,26 +276,10 @@ static void check_batch(drv_case *c, const lab5_referee *R, const lab5_session *
     drv_check_error(c, "a batch of sequences and its decode steps vs the single-device forward", se->err_batch, R->tol);
 }
 
-/* Counted traffic against the formula on this rank; why (this rank's) when it differs. */
-static bool traffic_matches(const pl_metrics *m, const pl_wire *w, const rl_traffic *t, const char *what, char *why,
-                            size_t cap, bool *tampered) {
-    *tampered |= m->bytes_sent != w->p2p_bytes_sent || m->msgs_sent != w->p2p_msgs_sent ||
-                 m->coll_total != w->coll_calls || m->coll_bytes != w->coll_bytes;
-    bool ok = fabs((double)m->bytes_sent - t->p2p_bytes) < 0.5 && fabs((double)m->msgs_sent - t->p2p_msgs) < 0.5 &&
-              fabs((double)m->coll_bytes - t->coll_bytes) < 0.5;
-    char got[160] = "", want[160] = "";
-    for (int k = 0, gl = 0, wl = 0; k < PL_OP_COUNT; k++) {
-        ok &= m->coll_calls[k] == (uint64_t)t->colls[k];
-        const char *kind = pl_op_kind_name((pl_op_kind)k);
-        if (m->coll_calls[k] && gl < (int)sizeof got)
-            gl += snprintf(got + gl, sizeof got - (size_t)gl, ", %llu %s", (unsigned long long)m->coll_calls[k], kind);
-        if (t->colls[k] && wl < (int)sizeof want) wl += snprintf(want + wl, sizeof want - (size_t)wl, ", %d %s", t->colls[k], kind);
-    }
-    if (!ok)
-        snprintf(why, cap, "%s: sent %.0f bytes in %.0f message(s)%s (S = %.0f), expected %.0f bytes in %.0f%s (S = %.0f)",
-                 what, (double)m->bytes_sent, (double)m->msgs_sent, got, (double)m->coll_bytes, t->p2p_bytes,
-                 t->p2p_msgs, want, t->coll_bytes);
-    return ok;
+/* The player's counters against what its comm backend saw: they must agree. */
+static bool wire_differs(const pl_metrics *m, const pl_wire *w) {
+    return m->bytes_sent != w->p2p_bytes_sent || m->msgs_sent != w->p2p_msgs_sent || m->coll_total != w->coll_calls ||
+           m->coll_bytes != w->coll_bytes;
 }
 
 static double total(const pl_metrics *m) { return (double)m->bytes_sent + (double)m->coll_bytes; }
@@ -311,35 +292,32 @@ static void check_traffic(drv_case *c, const lab5_referee *R, const lab5_session
         drv_note(c, "1 rank: nothing crosses (counted: %.0f bytes)", total(&se->m_prompt) + total(&se->m_decode));
         return;
     }
-    rl_traffic tp, td;
+    drv_traffic tp, td, gp = drv_traffic_of(&se->m_prompt), gd = drv_traffic_of(&se->m_decode);
     rl_expect_traffic(R, mode, se->cuts, R->me, sc->P, 1, sc->P, &tp);
     rl_expect_traffic(R, mode, se->cuts, R->me, sc->B, sc->B, sc->B, &td);
-    char why[480] = "", what[96];
-    bool tampered = false;
-    snprintf(what, sizeof what, "the %d-token prompt", sc->P);
-    bool ok = traffic_matches(&se->m_prompt, &se->w_prompt, &tp, what, why, sizeof why, &tampered);
-    snprintf(what, sizeof what, "a decode step of %d sequences", sc->B);
-    if (ok) ok = traffic_matches(&se->m_decode, &se->w_decode, &td, what, why, sizeof why, &tampered);
-    double want = drv_sum(tp.p2p_bytes + tp.coll_bytes + td.p2p_bytes + td.coll_bytes);
+    double want = drv_sum(tp.msg_bytes + tp.bytes + td.msg_bytes + td.bytes);
     double got = drv_sum(total(&se->m_prompt) + total(&se->m_decode));
     drv_num(c, "bytes_per_token", got / (sc->P + sc->B));
     drv_num(c, "bytes_per_token_formula", want / (sc->P + sc->B));
     drv_num(c, "traffic_ratio", got > 0 ? want / got : 0);
-    if (drv_max(tampered) > 0) drv_forbid(c, "the counted traffic differs from what went to the comm backend");
-    else if (!ok) drv_fail(c, "%s", why);
-    else drv_note(c, "%.0f bytes per token over all ranks (prompt + decode step), as the formula", got / (sc->P + sc->B));
+    char what[96];
+    snprintf(what, sizeof what, "the %d-token prompt", sc->P);
+    bool tampered = wire_differs(&se->m_prompt, &se->w_prompt) || /* the decode's, once the prompt's traffic is right */
+                    (!drv_traffic_differs(&gp, &tp) && wire_differs(&se->m_decode, &se->w_decode));
+    if (!drv_check_counted(c, tampered, "the comm backend") || !drv_check_traffic(c, what, &gp, &tp)) return;
+    snprintf(what, sizeof what, "a decode step of %d sequences", sc->B);
+    if (drv_check_traffic(c, what, &gd, &td))
+        drv_note(c, "%.0f bytes per token over all ranks (prompt + decode step), as the formula", got / (sc->P + sc->B));
 }
 
 static void check_kvcache(drv_case *c, const lab5_referee *R, const lab5_session *se) {
     if (!reached(c, se, LAB5_PH_INIT)) return;
-    double want = rl_kv_bytes_per_pos(R, (int)c->arg[0], se->cuts, R->me, R->sc.B);
-    bool bad = !(fabs(se->kv_per_pos - want) <= 0.5); /* a NaN from the player's report is wrong too */
-    double any_bad = drv_max(bad), busiest = drv_max(want);
+    double want = rl_kv_bytes_per_pos(R, (int)c->arg[0], se->cuts, R->me, R->sc.B), busiest = drv_max(want);
+    char what[160];
+    snprintf(what, sizeof what, "bytes this rank's KV cache grows by per position of %d sequences (the layers / KV heads "
+             "it owns)", R->sc.B);
     drv_num(c, "kv_bytes_per_position", drv_max(se->kv_per_pos));
-    if (bad)
-        drv_fail(c, "this rank's KV cache grows by %.0f bytes per position (of %d sequences), it should by %.0f: the "
-                 "layers / KV heads it owns", se->kv_per_pos, R->sc.B, want);
-    else if (any_bad == 0)
+    if (drv_check_count(c, what, se->kv_per_pos, want))
         drv_note(c, "KV cache per position (%d sequences): %.0f bytes on the busiest rank", R->sc.B, busiest);
 }
 
@@ -360,15 +338,11 @@ static void weights(drv_case *c, const lab5_referee *R, const lab5_session *se) 
 
 static void check_errors(drv_case *c, const lab5_session *se) {
     if (!reached(c, se, LAB5_PH_INIT)) return;
-    if (drv_max(se->bad_batch_rc != -1) > 0) {
-        if (se->bad_batch_rc != -1)
-            drv_fail(c, "a batch with a hole in its positions: ls_forward returned %d on this rank, expected -1",
-                     se->bad_batch_rc);
-    } else if (drv_max(se->bad_init_rc != LAB5_ERR_SPLIT || se->bad_init_out) > 0) {
-        if (se->bad_init_rc != LAB5_ERR_SPLIT || se->bad_init_out)
-            drv_fail(c, "a negative proportion: ls_init returned %d%s, expected LS_ERR_SPLIT and NULL", se->bad_init_rc,
-                     se->bad_init_out ? " and a state" : "");
-    }
+    if (!drv_check_code(c, se->bad_batch_rc, -1, "a batch with a hole in its positions: ls_forward", NULL)) return;
+    bool bad = se->bad_init_rc != LAB5_ERR_SPLIT || se->bad_init_out;
+    if (drv_max(bad) > 0 && bad)
+        drv_fail(c, "a negative proportion: ls_init returned %d%s, expected LS_ERR_SPLIT and NULL", se->bad_init_rc,
+                 se->bad_init_out ? " and a state" : "");
 }
 
 /* The uneven split: the prompt's logits, its traffic and the weights. */
@@ -380,14 +354,12 @@ static void check_split(drv_case *c, const lab5_referee *R, const lab5_session *
     greedy(c, se, -1, -1);
     bool failed = drv_max(drv_failed(c)) > 0; /* decided alike on every rank */
     if (R->n > 1 && !failed) {
-        rl_traffic t;
+        drv_traffic t, got = drv_traffic_of(&se->m_prompt);
         rl_expect_traffic(R, mode, se->cuts, R->me, R->sc.P, 1, R->sc.P, &t);
-        char why[480] = "", what[96];
-        bool tampered = false;
+        char what[96];
         snprintf(what, sizeof what, "the prompt at --tensor-split %s", lab5_uneven_split(R->n));
-        bool ok = traffic_matches(&se->m_prompt, &se->w_prompt, &t, what, why, sizeof why, &tampered);
-        if (drv_max(tampered) > 0) drv_forbid(c, "the counted traffic differs from what went to the comm backend");
-        else if (drv_max(!ok) > 0 && !ok) drv_fail(c, "%s", why);
+        if (drv_check_counted(c, wire_differs(&se->m_prompt, &se->w_prompt), "the comm backend"))
+            drv_check_traffic(c, what, &got, &t);
     }
     weights(c, R, se);
     if (!failed && mode == LAB5_LAYER) {
@@ -453,11 +425,7 @@ static void check_kept(drv_case *c, modes_case *st) {
                                LLM_LOGITS_LAST, NULL);
         PL_CHECK(rows == 1, st->ws.err);
         pl_download(ref, st->dev, V * sizeof(float));
-        const float *got = st->kept[k].row;
-        pl_compare cmp = pl_compare_host(got, ref, V, 0.0);
-        double rel = cmp.rel_fro;
-        for (size_t i = 0; i < V; i++)
-            if (!isfinite(got[i])) rel = INFINITY;
+        double rel = drv_rel_err_f(st->kept[k].row, ref, V);
         if (!(rel <= st->tol) && !drv_failed(c))
             drv_fail(c, "timed run %d (%s): logits %.3g from the single-device forward's on its fresh tokens "
                      "(tolerance %.2g)%s", st->kept[k].run, st->which ? "a decode step" : "a prefill", rel, st->tol,
@@ -498,10 +466,7 @@ void lab5_modes_perf(drv_case *c) {
     lab5_referee *R = lab5_ref();
     int32_t ready;
     memcpy(&ready, drv_slot_host(c, "tready"), sizeof ready);
-    if (drv_min(ready == 1) == 0) {
-        drv_fail(c, "the split for the timed runs: ls_init failed on some rank");
-        return;
-    }
+    if (!drv_check_all(c, ready == 1, "the split for the timed runs: ls_init failed on some rank")) return;
     pl_timing tp, td;
     if (!timed_loop(c, st, 0, TIMED_PREFILL_WARMUP, TIMED_PREFILLS, &tp)) return;
     if (!timed_loop(c, st, 1, TIMED_DECODE_WARMUP, TIMED_DECODES, &td)) return;

@@ -137,16 +137,6 @@ double *l6_train(const float *w0, const float *g0, int h, const float *x, const 
     return out;
 }
 
-double l6_rel_err(const float *got, const double *ref, size_t n) {
-    double num = 0, den = 0;
-    for (size_t k = 0; k < n; k++) {
-        double d = (double)got[k] - ref[k];
-        num += isnan(d) ? 1e30 : d * d;
-        den += ref[k] * ref[k];
-    }
-    return sqrt(num / den);
-}
-
 uint64_t l6_hash(const float *p, size_t n) {
     uint64_t h = 1469598103934665603ull;
     const unsigned char *b = (const unsigned char *)p;

@@ -19,8 +19,6 @@ void l6_grad0(float *g, int h, uint64_t seed);
  * (lab6_total(h) doubles, malloc'd). */
 double *l6_train(const float *w0, const float *g0, int h, const float *x, const int *y, int kind, int steps, int batch);
 
-/* Relative Frobenius error of n floats against the reference (NaN: infinite). */
-double l6_rel_err(const float *got, const double *ref, size_t n);
 /* A fingerprint of n floats' bits. */
 uint64_t l6_hash(const float *p, size_t n);
 

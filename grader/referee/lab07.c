@@ -343,10 +343,7 @@ void l7_ckpt_check(drv_case *c) {
     ckpt_state *st = c->state;
     int i = (int)c->arg[0];
     if (!c->ran) return;
-    if (drv_min(st->paused) == 0) {
-        drv_fail(c, "the play ended without its interlude: no checkpoint was written");
-        return;
-    }
+    if (!drv_check_all(c, st->paused, "the play ended without its interlude: no checkpoint was written")) return;
     if (i < 0) {
         check_errors(c, st);
         return;

@@ -284,8 +284,7 @@ l7_ckdir *l7_ckdir_damaged(drv_case *c, const l7_ckdir *d, l7_damage kind, char 
             ok = shift_a_piece(path);
         }
     }
-    if (drv_min(ok) == 0)
-        drv_fail(c, "the saved checkpoint cannot be damaged as a %s one (its rank files or pieces are not what a "
+    drv_check_all(c, ok, "the saved checkpoint cannot be damaged as a %s one (its rank files or pieces are not what a "
                     "save at 2 ranks writes)", L7_DAMAGE_NAMES[kind]);
     return e;
 }

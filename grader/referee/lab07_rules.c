@@ -171,12 +171,8 @@ uint64_t l7_hash(const void *p, size_t bytes, uint64_t h) {
 
 /* Did the kit refuse something (a NULL buffer, a failed step)? Then nothing else is judged. */
 bool l7_run_ok(drv_case *c, const l7_out *o) {
-    bool ok = drv_min(o->idle || o->rec.why[0] == 0) > 0;
-    if (!ok) {
-        if (o->rec.why[0]) drv_fail(c, "%s", o->rec.why);
-        else drv_fail(c, "the run failed on another rank");
-    }
-    return ok;
+    return drv_check_all(c, o->idle || o->rec.why[0] == 0, "%s",
+                         o->rec.why[0] ? o->rec.why : "the run failed on another rank");
 }
 
 void l7_check_layout(drv_case *c, const l7_lab *L, const l7_out *o, const l7_cfg *cfg) {
@@ -277,27 +273,21 @@ bool l7_check_params(drv_case *c, const l7_lab *L, const l7_out *o, const l7_ref
     }
     for (int k = 0; k < 4; k++) sums[k] = drv_sum(sums[k]);
     double master_err = sqrt(sums[0] / (sums[1] > 0 ? sums[1] : 1)), mom_err = sqrt(sums[2] / (sums[3] > 0 ? sums[3] : 1));
-    double e_full = drv_max(full_err);
     drv_num(c, "owned_params_not_master", drv_sum((double)mismatch));
-    drv_num(c, "rel_err", e_full);
     drv_num(c, "rel_err_master", master_err);
     drv_num(c, "rel_err_moments", mom_err);
-    drv_num(c, "tolerance", tol);
-    char name[32] = "?";
-    if (worst_t >= 0) snprintf(name, sizeof name, "%s", m->tensor[worst_t].name);
     if (mismatch)
         drv_fail(c, "%s: %zu parameter(s) this rank owns are not %s its master weight (first: element %zu of %s)", what,
                  mismatch, bf16 ? "the bf16 rounding (to nearest even) of" : "equal to", first_bad, m->tensor[bad_t].name);
-    else if (!(full_err <= tol))
-        drv_fail(c, "%s: every unit's parameters after %d steps differ from the single-rank run by %.2e "
-                    "(relative Frobenius; worst tensor %s, %.2e; tolerance %.1e)",
-                 what, o->rec.zstep, full_err, name, worst, tol);
-    else if (!(master_err <= tol))
-        drv_fail(c, "%s: the master weights of the pieces differ from the single-rank run by %.2e (tolerance %.1e)", what,
-                 master_err, tol);
-    else if (!(mom_err <= 10 * tol))
-        drv_fail(c, "%s: the AdamW moments of the pieces differ from the single-rank run by %.2e (tolerance %.1e)", what,
-                 mom_err, 10 * tol);
+    char w[200];
+    snprintf(w, sizeof w, "%s: every unit's parameters after %d steps (worst tensor here %s, %.2e)", what, o->rec.zstep,
+             worst_t >= 0 ? m->tensor[worst_t].name : "?", worst);
+    double e_full = drv_check_error(c, w, full_err, tol);
+    snprintf(w, sizeof w, "%s: the master weights of the pieces", what);
+    drv_check_error(c, w, master_err, tol);
+    snprintf(w, sizeof w, "%s: the AdamW moments of the pieces", what);
+    drv_check_error(c, w, mom_err, 10 * tol);
+    drv_num(c, "rel_err", e_full), drv_num(c, "tolerance", tol); /* the full parameters' (the moments' is 10x) */
     /* every rank took the same number of optimizer steps */
     double zmax = drv_max(o->idle ? -1 : o->rec.zstep), zmin = -drv_max(o->idle ? -1e9 : -(double)o->rec.zstep);
     if (zmax != zmin) drv_fail(c, "z->step differs between ranks (%.0f to %.0f)", zmin, zmax);
@@ -306,18 +296,11 @@ bool l7_check_params(drv_case *c, const l7_lab *L, const l7_out *o, const l7_ref
 
 void l7_check_losses(drv_case *c, const l7_out *o, const l7_ref *ref, int first, int nsteps, int world, double tol) {
     if (!l7_run_ok(c, o)) return;
-    double worst = 0;
-    int at = -1;
-    for (int s = 0; s < nsteps; s++) {
-        double mine = !o->idle && s < o->rec.nsteps ? o->rec.step[s].loss : 0;
-        double global = drv_sum(mine) / world, want = ref->loss[first + s];
-        double e = fabs(global - want) / fabs(want);
-        if (!(e <= worst)) worst = e, at = s;
-    }
+    double loss[L7_MAX_STEPS];
+    for (int s = 0; s < nsteps && s < L7_MAX_STEPS; s++)
+        loss[s] = drv_sum(!o->idle && s < o->rec.nsteps ? o->rec.step[s].loss : 0) / world;
+    double worst = drv_check_steps(c, "the loss (mean over the ranks)", loss, ref->loss + first, nsteps, first + 1, tol, tol);
     drv_num(c, "loss_rel_err", worst);
-    if (!(worst <= tol))
-        drv_fail(c, "the loss of step %d (mean over the ranks) differs from the single-rank run's by %.2e (tolerance %.0e)",
-                 first + at, worst, tol);
 }
 
 static const char *kind_name(int k) {

@@ -89,12 +89,11 @@ void l8_config_setup(drv_case *c) {
 void l8_config_check(drv_case *c) {
     const config_case *x = c->state;
     const int32_t *codes = drv_slot_host(c, "codes");
-    for (int i = 0; i < x->n; i++)
-        if (codes[i] != x->want[i]) {
-            drv_fail(c, "td_config_check(%s) returned %d (%s), expected %d (%s)", x->what[i], (int)codes[i],
-                     l8_code_name(codes[i]), x->want[i], l8_code_name(x->want[i]));
-            return;
-        }
+    for (int i = 0; i < x->n; i++) {
+        char what[160];
+        snprintf(what, sizeof what, "td_config_check(%s)", x->what[i]);
+        if (!drv_check_code(c, codes[i], x->want[i], what, l8_code_name)) return;
+    }
     drv_note(c, "%d configurations: the right code for each", x->n);
 }
 
@@ -224,32 +223,14 @@ void l8_expected_traffic(const l8_cfg *c, const l8_layout *lay, int world, l8_ta
     }
 }
 
-/* "3 all-reduce, 1 all-gather, S = 1024 bytes, 2 messages of 512 bytes" */
-static void describe(const l8_tally *x, char *out, size_t len) {
-    int w = 0;
-    out[0] = '\0';
-    for (int k = 0; k < PL_OP_COUNT && w < (int)len; k++)
-        if (x->calls[k] != 0) /* a NaN (never written) shows too */
-            w += snprintf(out + w, len - (size_t)w, "%s%.0f %s", w ? ", " : "", x->calls[k], pl_op_kind_name((pl_op_kind)k));
-    if (w && w < (int)len) w += snprintf(out + w, len - (size_t)w, " (S = %.0f bytes)", x->bytes);
-    if (x->msgs != 0 && w < (int)len)
-        w += snprintf(out + w, len - (size_t)w, "%s%.0f message(s), %.0f bytes", w ? ", " : "", x->msgs, x->msg_bytes);
-    if (!w) snprintf(out, len, "nothing");
-}
-
-int l8_traffic_diff(const l8_tally got[L8_NGROUPS], const l8_tally want[L8_NGROUPS], char *why, size_t len) {
-    for (int g = 0; g < L8_NGROUPS; g++) {
-        bool same = fabs(got[g].bytes - want[g].bytes) < 0.5 && fabs(got[g].msgs - want[g].msgs) < 0.5 &&
-                    fabs(got[g].msg_bytes - want[g].msg_bytes) < 0.5;
-        for (int k = 0; k < PL_OP_COUNT; k++) same &= fabs(got[g].calls[k] - want[g].calls[k]) < 0.5;
-        if (same) continue;
-        char a[200], b[200];
-        describe(&got[g], a, sizeof a);
-        describe(&want[g], b, sizeof b);
-        snprintf(why, len, "%s group: %s, expected %s", l8_group_name(g), a, b);
-        return g;
+bool l8_check_groups(drv_case *c, const char *what, const l8_tally got[L8_NGROUPS], const l8_tally want[L8_NGROUPS]) {
+    bool ok = true;
+    for (int g = 0; g < L8_NGROUPS && ok; g++) {
+        char w[240];
+        snprintf(w, sizeof w, "%s, %s group", what, l8_group_name(g));
+        ok = drv_check_traffic(c, w, &got[g], &want[g]);
     }
-    return -1;
+    return ok;
 }
 
 /* A call that may talk on the tensor group only, and exactly so (the player's count). */
@@ -259,11 +240,7 @@ static void check_tensor_traffic(drv_case *c, const char *what, const l8_tally g
     memset(want, 0, sizeof want);
     want[L8_TENSOR].calls[PL_OP_ALLREDUCE] = allreduces;
     want[L8_TENSOR].bytes = bytes;
-    char why[400];
-    bool bad = l8_traffic_diff(got, want, why, sizeof why) >= 0;
-    double anywhere = drv_max(bad);
-    if (bad) drv_fail(c, "%s: %s", what, why);
-    else if (anywhere > 0) drv_fail(c, "%s: wrong traffic on another rank", what);
+    l8_check_groups(c, what, got, want);
 }
 
 /* ==================================================================================== */
@@ -341,10 +318,9 @@ void l8_embed_check(drv_case *c) {
     for (size_t i = 0; i < VtC; i++) dW[i] = dW[(size_t)r * VtC + i] + dwte0[i];
     for (size_t i = 0; i < TC; i++) dP[i] += dwpe0[i];
     double tol = drv_tolerance();
-    drv_check_error(c, "x = wte[tokens] + wpe after td_embed_forward", drv_rel_err(drv_slot_host(c, "x"), X, NC), tol);
-    drv_check_error(c, "dwte (this rank's rows, accumulated) after td_embed_backward",
-                    drv_rel_err(drv_slot_host(c, "dwte"), dW, VtC), tol);
-    drv_check_error(c, "dwpe (accumulated) after td_embed_backward", drv_rel_err(drv_slot_host(c, "dwpe"), dP, TC), tol);
+    drv_check_tensor(c, "x = wte[tokens] + wpe after td_embed_forward", drv_slot_host(c, "x"), X, NC, tol);
+    drv_check_tensor(c, "dwte (this rank's rows, accumulated) after td_embed_backward", drv_slot_host(c, "dwte"), dW, VtC, tol);
+    drv_check_tensor(c, "dwpe (accumulated) after td_embed_backward", drv_slot_host(c, "dwpe"), dP, TC, tol);
     l8_tally tally[2][L8_NGROUPS];
     memcpy(tally, drv_slot_host(c, "tally"), sizeof tally);
     if (drv_max(drv_failed(c)) == 0) {
@@ -412,8 +388,7 @@ void l8_xent_check(drv_case *c) {
     for (int i = 0; i < N; i++) memmove(D + (size_t)i * Vt, D + (size_t)i * x->V + (size_t)r * Vt, (size_t)Vt * sizeof *D);
     double tol = drv_tolerance();
     drv_check_error(c, "losses after td_xent (whole-vocabulary softmax)", loss_err, tol);
-    drv_check_error(c, "dlogits (this rank's columns) after td_xent",
-                    drv_rel_err(drv_slot_host(c, "dlogits"), D, (size_t)N * Vt), tol);
+    drv_check_tensor(c, "dlogits (this rank's columns) after td_xent", drv_slot_host(c, "dlogits"), D, (size_t)N * Vt, tol);
     l8_tally tally[L8_NGROUPS];
     memcpy(tally, drv_slot_host(c, "tally"), sizeof tally);
     if (drv_max(drv_failed(c)) == 0) check_tensor_traffic(c, "td_xent", tally, t > 1 ? 3 : 0, t > 1 ? 3.0 * 4 * N : 0);

@@ -14,8 +14,8 @@ uint64_t l8_shared_seed(const drv_case *c, int run);
 int l8_members(int rank, int t, int p, int d, int group, int *out);
 /* What one step sends on each group, for this rank (the formulas of the handout). */
 void l8_expected_traffic(const l8_cfg *c, const l8_layout *lay, int world, l8_tally want[L8_NGROUPS]);
-/* The first group whose counted traffic differs from want, with a sentence in why; -1
- * when they all agree. */
-int l8_traffic_diff(const l8_tally got[L8_NGROUPS], const l8_tally want[L8_NGROUPS], char *why, size_t len);
+/* Every group's counted traffic against want, group by group (drv_check_traffic); true
+ * when every rank's agrees. */
+bool l8_check_groups(drv_case *c, const char *what, const l8_tally got[L8_NGROUPS], const l8_tally want[L8_NGROUPS]);
 
 #endif

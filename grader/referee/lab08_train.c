@@ -175,11 +175,8 @@ struct l8_run {
     l8_layout lay;
     serial *M;                   /* the reference after the steps judged so far            */
     l8_step_report rep;          /* the player's, after the graded steps                   */
-    bool failed_rc;
-    char rc_msg[200];
     double loss[L8_MAX_STEPS], norm[L8_MAX_STEPS], ref_loss[L8_MAX_STEPS], ref_norm[L8_MAX_STEPS];
-    double loss_err, norm_err, param_err; /* the first step's loss and norm; the parameters */
-    double later_err;                     /* the later steps' losses and norms              */
+    double param_err;            /* the parameters after the steps                        */
     l8_tally want[L8_NGROUPS];
 };
 
@@ -255,11 +252,7 @@ static void judge(drv_case *c, l8_state *S, l8_run *R) {
     const l8_cfg *cf = &R->cfg;
     R->judged = true;
     memcpy(&R->rep, drv_slot_host(c, "report"), sizeof R->rep);
-    int rc = R->rep.rc;
-    R->failed_rc = drv_max(rc != L8_OK) > 0;
-    if (rc != L8_OK) snprintf(R->rc_msg, sizeof R->rc_msg, "td_train_step returned %d (%s)", rc, l8_code_name(rc));
-    else snprintf(R->rc_msg, sizeof R->rc_msg, "td_train_step failed on another rank");
-    if (R->failed_rc) return;
+    if (drv_max(R->rep.rc != L8_OK) > 0) return; /* the checks say so (drv_all_ok) */
     int d = R->lay.d, B = d * cf->micro * cf->batch;
     size_t nB = (size_t)cf->seq * B;
     int *tok = malloc(nB * sizeof *tok), *tgt = malloc(nB * sizeof *tgt);
@@ -274,19 +267,10 @@ static void judge(drv_case *c, l8_state *S, l8_run *R) {
     R->param_err = drv_rel_err(drv_slot_host(c, "params"), want, R->lay.count);
     /* the replicas' losses live on the last stage; tensor rank 0 speaks for each */
     const double *losses = drv_slot_host(c, "losses"), *norms = drv_slot_host(c, "norms");
-    R->loss_err = R->norm_err = R->later_err = 0;
     for (int k = 0; k < S->steps; k++) {
         double mine = R->lay.last && R->lay.tp == 0 ? losses[k] : 0;
         R->loss[k] = drv_sum(isfinite(mine) ? mine : 1e30) / d;
         R->norm[k] = norms[k];
-        double le = fabs(R->loss[k] - R->ref_loss[k]) / fabs(R->ref_loss[k]);
-        double ne = isfinite(norms[k]) ? fabs(norms[k] - R->ref_norm[k]) / R->ref_norm[k] : INFINITY;
-        if (k == 0) {
-            R->loss_err = le, R->norm_err = ne;
-        } else {
-            if (!(le <= R->later_err)) R->later_err = le;
-            if (!(ne <= R->later_err)) R->later_err = ne;
-        }
     }
     l8_expected_traffic(cf, &R->lay, c->world, R->want);
     free(tok), free(tgt), free(want);
@@ -301,22 +285,12 @@ static l8_run *judged_run(drv_case *c) {
 void l8_step_check(drv_case *c) {
     const l8_run *R = judged_run(c);
     int steps = l8_state_of(c)->steps;
-    if (R->failed_rc) {
-        drv_fail(c, "%s", R->rc_msg);
-        return;
-    }
+    if (!drv_all_ok(c, R->rep.rc, "td_train_step", l8_code_name)) return;
     double tol = drv_tolerance();
     char what[200];
-    snprintf(what, sizeof what, "step 1's loss (mean over the replicas' micro-batches) vs the serial loss of the global batch: %.6f vs %.6f",
-             R->loss[0], R->ref_loss[0]);
-    drv_check_error(c, what, R->loss_err, tol);
-    snprintf(what, sizeof what, "step 1's global gradient norm (each parameter once) vs the serial run's: %.6f vs %.6f", R->norm[0],
-             R->ref_norm[0]);
-    drv_check_error(c, what, R->norm_err, tol);
-    if (steps > 1) {
-        snprintf(what, sizeof what, "losses and gradient norms of steps 2..%d vs the serial run's", steps);
-        drv_check_error(c, what, R->later_err, adam_tolerance());
-    }
+    drv_check_steps(c, "the loss (mean over the replicas' micro-batches) vs the serial run's on the global batch", R->loss,
+                    R->ref_loss, steps, 1, tol, adam_tolerance());
+    drv_check_steps(c, "the global gradient norm (each parameter once)", R->norm, R->ref_norm, steps, 1, tol, adam_tolerance());
     snprintf(what, sizeof what, "parameters after %d steps (clipping, AdamW, ZeRO-1) vs the serial run's slice", steps);
     drv_check_error(c, what, R->param_err, adam_tolerance());
     drv_num(c, "loss", R->loss[steps - 1]);
@@ -330,17 +304,11 @@ void l8_step_check(drv_case *c) {
 
 void l8_traffic_check(drv_case *c) {
     const l8_run *R = judged_run(c);
-    if (R->failed_rc) {
-        drv_fail(c, "%s", R->rc_msg);
-        return;
-    }
-    if (drv_max(R->rep.counters_differ != 0) > 0)
-        drv_forbid(c, "the counted traffic differs from what went to the comm backend (instrumentation tampered with?)");
-    char why[400];
-    bool bad = l8_traffic_diff(R->rep.tally, R->want, why, sizeof why) >= 0;
-    double anywhere = drv_max(bad);
-    if (bad) drv_fail(c, "step 1 on rank %d (tp %d, dp %d, pp %d): %s", c->rank, R->lay.tp, R->lay.dp, R->lay.pp, why);
-    else if (anywhere > 0) drv_fail(c, "step 1: another rank's traffic differs from the formulas");
+    if (!drv_all_ok(c, R->rep.rc, "td_train_step", l8_code_name)) return;
+    drv_check_counted(c, R->rep.counters_differ != 0, "the comm backend");
+    char what[120];
+    snprintf(what, sizeof what, "step 1 on rank %d (tp %d, dp %d, pp %d)", c->rank, R->lay.tp, R->lay.dp, R->lay.pp);
+    l8_check_groups(c, what, R->rep.tally, R->want);
     const l8_tally *g = R->rep.tally;
     double mine = g[L8_TENSOR].bytes + g[L8_DATA].bytes + g[L8_EMBED].bytes + g[L8_WORLD].bytes + g[L8_PIPE].msg_bytes;
     double bytes = drv_max(isfinite(mine) ? mine : 0);
@@ -391,14 +359,16 @@ void l8_step_verify(drv_case *c, int run) {
     const double *losses = drv_slot_host(c, "losses"), *norms = drv_slot_host(c, "norms");
     double mine = R->lay.last && R->lay.tp == 0 ? losses[0] : 0;
     double loss = drv_sum(isfinite(mine) ? mine : 1e30) / d, tol = adam_tolerance(); /* a step after AdamW's */
-    double rc_bad = drv_max(rep->rc != L8_OK);
-    double le = fabs(loss - ref_loss) / fabs(ref_loss);
-    double ne = drv_max(isfinite(norms[0]) ? fabs(norms[0] - ref_norm) / ref_norm : 1e30);
-    double pe = drv_max(drv_rel_err(drv_slot_host(c, "params"), want, R->lay.count));
-    if (rc_bad > 0) drv_fail(c, "timed run %d: td_train_step returned %d (%s)", run, (int)rep->rc, l8_code_name(rep->rc));
-    else if (!(le <= tol)) drv_fail(c, "timed run %d: loss %.6f, the serial run's %.6f", run, loss, ref_loss);
-    else if (!(ne <= tol)) drv_fail(c, "timed run %d: gradient norm %.6f, the serial run's %.6f", run, norms[0], ref_norm);
-    else if (!(pe <= tol)) drv_fail(c, "timed run %d: parameters off the serial run's by %.3g (relative)", run, pe);
+    char what[80];
+    snprintf(what, sizeof what, "timed run %d: td_train_step", run);
+    if (drv_check_code(c, rep->rc, L8_OK, what, l8_code_name)) {
+        snprintf(what, sizeof what, "timed run %d: the loss", run);
+        drv_check_steps(c, what, &loss, &ref_loss, 1, 1, tol, tol);
+        snprintf(what, sizeof what, "timed run %d: the gradient norm", run);
+        drv_check_steps(c, what, norms, &ref_norm, 1, 1, tol, tol);
+        snprintf(what, sizeof what, "timed run %d: the parameters vs the serial run's", run);
+        drv_check_tensor(c, what, drv_slot_host(c, "params"), want, R->lay.count, tol);
+    }
     free(tok), free(tgt), free(want);
 }
 

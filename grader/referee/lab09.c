@@ -135,10 +135,8 @@ void lab9_check(drv_case *c) {
     /* the player's own two counts of its one-sided calls: the harness's counters and what
      * reached its symmetric backend (both in its memory: they must at least agree) */
     const double *sym = o.counted + l9_cnt_sym(k->p.n);
-    double mismatch = !((double)c->m.puts == sym[L9_SYM_PUTS] && (double)c->m.put_bytes == sym[L9_SYM_PUT_BYTES] &&
-                        (double)c->m.signals == sym[L9_SYM_SIGNALS]);
-    if (drv_max(mismatch) > 0)
-        drv_forbid(c, "the counted one-sided traffic differs from what reached the symmetric-memory backend");
+    drv_check_counted(c, !((double)c->m.puts == sym[L9_SYM_PUTS] && (double)c->m.put_bytes == sym[L9_SYM_PUT_BYTES] &&
+                           (double)c->m.signals == sym[L9_SYM_SIGNALS]), "the symmetric-memory backend");
     l9_referee_check(c, &k->p, &k->in, &o, k->seeds, k->pub);
     if (k->p.kind == K_ROUTE && drv_max((double)(c->m.puts + c->m.msgs_sent + c->m.coll_total)) > 0)
         drv_fail(c, "the router communicated: it is host code on this rank's tokens only");

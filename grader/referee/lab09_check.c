@@ -25,17 +25,6 @@ static llm_moe_shape shape_of(const l9_params *p) {
 /* Checks                                                                                  */
 /* ======================================================================================= */
 
-/* ||got - want|| / ||want|| over n values; infinite for a NaN or an infinity in got. */
-static double rel_fro(const float *got, const double *want, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(got[i])) return INFINITY;
-        double d = (double)got[i] - want[i];
-        num += d * d, den += want[i] * want[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
 static double *to_double(const float *a, size_t n) {
     double *d = alloc0(n, sizeof *d);
     for (size_t i = 0; i < n; i++) d[i] = a[i];
@@ -59,8 +48,7 @@ static void check_routing(drv_case *c, const l9_params *p, const l9_outputs *got
                  llm_moe_capacity(&(llm_moe_shape){p->T, p->H, p->F, p->E, p->k, p->cf, p->alpha}), fk / p->k, fk % p->k,
                  want->expert[fk], want->probs[(size_t)(fk / p->k) * p->E + want->expert[fk]],
                  want->keep[fk] ? "kept" : "dropped", got->keep[fk] == 1 ? "kept" : got->keep[fk] == 0 ? "dropped" : "unwritten");
-    double gate_err = rel_fro(got->gate, want->gate, (size_t)A);
-    drv_check_error(c, "gates (renormalised over the k chosen)", gate_err, drv_tolerance());
+    drv_check_tensor(c, "gates (renormalised over the k chosen)", got->gate, want->gate, (size_t)A, drv_tolerance());
     double aux_err = fabs((double)got->aux - want->aux) / fmax(fabs(want->aux), 1e-30);
     if (!isfinite(got->aux)) aux_err = INFINITY;
     drv_check_error(c, "aux loss (alpha E sum f_i P_i)", aux_err, drv_tolerance());
@@ -135,7 +123,7 @@ static void check_route(drv_case *c, const l9_params *p, const l9_inputs *in, co
     llm_moe_routing_alloc(&r, &s);
     llm_moe_route(&s, l, &r);
     llm_moe_route_backward(&s, &r, dg, in->daux, dl);
-    drv_check_error(c, "probs (softmax of the logits)", rel_fro(o->probs, r.probs, TE), drv_tolerance());
+    drv_check_tensor(c, "probs (softmax of the logits)", o->probs, r.probs, TE, drv_tolerance());
     check_routing(c, p, o, &r);
     double *sc = alloc0(TE, sizeof *sc);
     dlogit_scales(p, &r, dg, in->daux, sc);
@@ -157,12 +145,10 @@ static double ops_of(const l9_params *p, const l9_outputs *o, int phase, int kin
 
 /* Bytes this rank must have sent to each peer: counts + the rows each way. */
 static void check_pairs(drv_case *c, const char *phase, const double *got, const double *want) {
-    int bad = 0, fp = -1;
-    for (int q = 0; q < c->world; q++)
-        if (q != c->rank && !(fabs(got[q] - want[q]) <= 0.5) && bad++ == 0) fp = q;
-    if (drv_sum(bad) > 0 && bad)
-        drv_fail(c, "traffic, %s: %.0f bytes to rank %d, expected %.0f (README.md: the rows routed there x hidden x 4%s)",
-                 phase, got[fp], fp, want[fp], strcmp(phase, "backward") ? " + the counts" : "");
+    char what[160];
+    snprintf(what, sizeof what, "traffic, %s (README.md: the rows routed there x hidden x 4%s)", phase,
+             strcmp(phase, "backward") ? " + the counts" : "");
+    drv_check_peers(c, what, got, want);
 }
 
 static void check_layer(drv_case *c, const l9_params *p, const l9_outputs *o, const uint64_t *seeds, uint64_t pub) {
@@ -211,14 +197,14 @@ static void check_layer(drv_case *c, const l9_params *p, const l9_outputs *o, co
     double *dx = alloc0((size_t)n * TH, sizeof *dx), *dwr = alloc0((size_t)n * E * H, sizeof *dwr);
     double *dwg = alloc0((size_t)E * FH, sizeof *dwg), *dwu = alloc0((size_t)E * FH, sizeof *dwu), *dwd = alloc0((size_t)E * FH, sizeof *dwd);
     llm_moe_backward(&s, n, x, wr, wg, wu, wd, rt, dy, all[0].daux, dx, dwr, dwg, dwu, dwd);
-    drv_check_error(c, "dx", rel_fro(o->dx, dx + (size_t)me * TH, TH), drv_tolerance());
+    drv_check_tensor(c, "dx", o->dx, dx + (size_t)me * TH, TH, drv_tolerance());
     double scale = router_scale(p, &rt[me], x + (size_t)me * TH, dy + (size_t)me * TH, wg, wu, wd, all[0].daux);
     drv_check_error(c, "router gradient (this rank's tokens)", err_scaled(o->dwr, dwr + (size_t)me * E * H, (size_t)E * H, scale),
                     drv_tolerance());
     size_t mine = (size_t)me * Le * FH, le = (size_t)Le * FH;
-    drv_check_error(c, "w_gate gradient (this rank's experts, every token routed to them)", rel_fro(o->dwg, dwg + mine, le), drv_tolerance());
-    drv_check_error(c, "w_up gradient", rel_fro(o->dwu, dwu + mine, le), drv_tolerance());
-    drv_check_error(c, "w_down gradient", rel_fro(o->dwd, dwd + mine, le), drv_tolerance());
+    drv_check_tensor(c, "w_gate gradient (this rank's experts, every token routed to them)", o->dwg, dwg + mine, le, drv_tolerance());
+    drv_check_tensor(c, "w_up gradient", o->dwu, dwu + mine, le, drv_tolerance());
+    drv_check_tensor(c, "w_down gradient", o->dwd, dwd + mine, le, drv_tolerance());
     check_pairs(c, calls > 1 ? "forwards" : "forward", pairs_of(p, o, 0), want_fwd);
     check_pairs(c, "backward", pairs_of(p, o, 1), want_bwd);
     double puts = 0, sends = 0, colls = 0;
@@ -228,12 +214,10 @@ static void check_layer(drv_case *c, const l9_params *p, const l9_outputs *o, co
         for (int kd = 0; kd < PL_OP_COUNT; kd++)
             if (pl_op_is_collective((pl_op_kind)kd)) colls += ops_of(p, o, ph, kd);
     }
-    if (drv_sum(colls) > 0 && colls > 0)
-        drv_fail(c, "the layer called %.0f library collective(s): counts and rows move by the dispatcher only", colls);
-    if (p->disp == L9_TWO_SIDED && drv_sum(puts) > 0 && puts > 0)
-        drv_fail(c, "the two-sided dispatcher made %.0f put/signal call(s): it moves everything with moe_alltoallv", puts);
-    if (p->disp == L9_ONE_SIDED && drv_sum(sends) > 0 && sends > 0)
-        drv_fail(c, "the one-sided dispatcher sent %.0f two-sided message(s): it moves everything with puts", sends);
+    drv_check_count(c, "library collectives the layer called (counts and rows move by the dispatcher only)", colls, 0);
+    if (p->disp == L9_TWO_SIDED)
+        drv_check_count(c, "put/signal calls of the two-sided dispatcher (it moves everything with moe_alltoallv)", puts, 0);
+    else drv_check_count(c, "two-sided messages of the one-sided dispatcher (it moves everything with puts)", sends, 0);
     for (int r = 0; r < n; r++) llm_moe_routing_free(&rt[r]), l9_inputs_free(&all[r]);
     void *f[] = {all, x, y, wr, dy, wg, wu, wd, rt, want_fwd, want_bwd, dx, dwr, dwg, dwu, dwd};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) free(f[i]);
@@ -241,29 +225,23 @@ static void check_layer(drv_case *c, const l9_params *p, const l9_outputs *o, co
 
 static void check_a2a(drv_case *c, const l9_params *p, const l9_inputs *in, const l9_outputs *o, const uint64_t *seeds,
                       uint64_t pub) {
-    int n = p->n, me = c->rank, wrong = 0, first = -1, from = -1;
-    float ev = 0, gv = 0;
+    int n = p->n, me = c->rank;
+    size_t at = 0, nrecv = 0;
+    for (int s = 0; s < n; s++) nrecv += (size_t)in->recv_counts[s];
+    float *want = alloc0(nrecv + 1, sizeof(float));
     double *want_pairs = alloc0((size_t)n, sizeof(double));
-    size_t at = 0;
     for (int s = 0; s < n; s++) {
         l9_inputs other;
         l9_inputs_make(p, s, seeds[s], pub, &other);
         size_t off = 0;
         for (int q = 0; q < me; q++) off += (size_t)other.send_counts[q];
-        for (int i = 0; i < in->recv_counts[s]; i++, at++) {
-            float e = other.a2a_send[off + (size_t)i];
-            if (memcmp(&e, &o->a2a_recv[at], sizeof e) != 0 && wrong++ == 0) first = (int)at, from = s, ev = e, gv = o->a2a_recv[at];
-        }
+        for (int i = 0; i < in->recv_counts[s]; i++) want[at++] = other.a2a_send[off + (size_t)i];
         want_pairs[s] = 4.0 * in->send_counts[s];
         l9_inputs_free(&other);
     }
-    double total = drv_sum(wrong);
-    drv_num(c, "wrong", total);
-    if (total > 0 && wrong)
-        drv_fail(c, "%d wrong element(s) here (%.0f in all); at index %d (from rank %d): expected %g, got %g%s", wrong, total,
-                 first, from, ev, gv, isnan(gv) ? " (never written?)" : "");
+    drv_num(c, "wrong", drv_check_floats(c, "the received rows (from rank 0 first)", o->a2a_recv, want, at, true));
     check_pairs(c, "all-to-all-v", pairs_of(p, o, 0), want_pairs);
-    free(want_pairs);
+    free(want_pairs), free(want);
 }
 
 /* The order the handout fixes: ((in_0 + in_1) + in_2) + ..., in float. */
@@ -277,20 +255,12 @@ static void check_ar(drv_case *c, const l9_params *p, const l9_outputs *o, const
         for (size_t i = 0; i < N; i++) want[i] = r == 0 ? other.ar_in[i] : want[i] + other.ar_in[i];
         l9_inputs_free(&other);
     }
-    size_t wrong = 0, first = 0;
-    for (size_t i = 0; i < N; i++)
-        if (memcmp(&want[i], &o->ar_out[i], sizeof(float)) != 0 && wrong++ == 0) first = i;
-    double total = drv_sum((double)wrong);
-    drv_num(c, "wrong", total);
+    double wrong = drv_check_strided(c, "the all-reduces' outputs [call, index] vs the rank-order sum (a later call wrong: "
+                                        "a buffer reused before every rank had read it?)",
+                                     o->ar_out, (size_t)p->count, want, (size_t)p->calls, (size_t)p->count, true);
+    drv_num(c, "wrong", wrong);
     drv_num(c, "count", (double)p->count);
     drv_num(c, "bytes", 4.0 * (double)p->count);
-    if (total > 0 && wrong) {
-        size_t call = first / (size_t)p->count, i = first % (size_t)p->count;
-        float g = o->ar_out[first];
-        drv_fail(c, "%zu element(s) differ from the rank-order sum here (%.0f in all); call %zu of %d, index %zu: expected %.9g, got "
-                    "%.9g%s", wrong, total, call + 1, p->calls, i, want[first], g,
-                 isnan(g) ? " (never written?)" : call > 0 ? " (a buffer reused before every rank had read it?)" : "");
-    }
     free(want);
 }
 

@@ -5,7 +5,9 @@
  *              loop, the records of each case
  *   timing.c   timing the player: fresh inputs per run, the slowest rank's time
  *   slots.c    the shared region: slots, poison, red zones, const inputs
- *   verdict.c  verdicts, result fields, tensor checks, the traffic model, seeds, tolerance
+ *   checks.c   tensors, training steps, return codes and traffic against a reference (the
+ *              labs' checks, in one message style), the traffic model
+ *   verdict.c  verdicts, result fields, cross-rank values, leaks, seeds, tolerance
  *   relay.c    cross-rank values through the players (signed)
  *   link.c     the engine's channel (signed records) and the player's control socket
  *   confine.c  what the forked child does before it execs the player (seccomp, limits)
@@ -51,11 +53,13 @@ void player_command(uint32_t cmd, uint32_t arg);
  * record) and end this referee. */
 PL_NORETURN void referee_tampered(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* ---- checks.c */
+void apply_model(drv_case *c, const drv_model *md);
+
 /* ---- verdict.c */
 void case_begin(drv_case *c);            /* fields record */
 void case_end(drv_case *c);
 void gather_verdict(drv_case *c);
-void apply_model(drv_case *c, const drv_model *md);
 void check_leak(drv_case *c, const char *sites);
 bool check_guards(drv_case *c, const char *when);
 const char *verdict_name(drv_verdict v);

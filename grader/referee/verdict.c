@@ -1,7 +1,7 @@
-/* verdict.c - the referee's judgement of a case: verdicts and result fields, comparing what
- * the player left in the slots with the referee's own reference, the traffic model against
- * the player's counters, seeds and the tolerance. Everything a verdict rests on is computed
- * here, in the referee's memory, from what the referee made. */
+/* verdict.c - the referee's judgement of a case: verdicts and result fields, cross-rank
+ * values, leaks and red zones, seeds and the tolerance (the checks that compare results and
+ * traffic with a reference: checks.c, above this file). Everything a verdict rests on is
+ * computed in the referee's memory, from what the referee made. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdarg.h>
@@ -99,7 +99,7 @@ void gather_verdict(drv_case *c) {
 }
 
 /* ================================================================================== */
-/* Checks                                                                             */
+/* Cross-rank values, the tolerance, leaks and red zones                              */
 /* ================================================================================== */
 
 double drv_tolerance(void) { return pl_tolerance(); }
@@ -128,139 +128,6 @@ double drv_max(double v) { return fold(v, true); }
 double drv_min(double v) { return fold(v, false); }
 
 void drv_allgather_u64(uint64_t v, uint64_t *out) { drv_allgather(&v, sizeof v, out); }
-
-/* The worst relative error of the case so far, reported as rel_err with the tolerance. */
-static void note_error(drv_case *c, double rel, double tol) {
-    const cJSON *old = cJSON_GetObjectItemCaseSensitive(c->fields, "rel_err");
-    if (!cJSON_IsNumber(old) || rel > old->valuedouble || !isfinite(rel)) drv_num(c, "rel_err", isfinite(rel) ? rel : 1e30);
-    drv_num(c, "tolerance", tol);
-}
-
-bool drv_all_ok(drv_case *c, int rc, const char *what, const char *(*name)(int)) {
-    double bad = drv_max(rc != 0);
-    if (rc != 0) drv_fail(c, "%s returned %d (%s)", what, rc, name ? name(rc) : "error");
-    else if (bad > 0) drv_fail(c, "%s failed on another rank", what);
-    return bad == 0;
-}
-
-double drv_check_error(drv_case *c, const char *what, double rel_err, double tolerance) {
-    double worst = drv_max(isfinite(rel_err) ? rel_err : 1e30);
-    note_error(c, worst, tolerance);
-    if (worst >= 1e30) drv_fail(c, "%s: NaN or infinity (never written?)", what);
-    else if (!(worst <= tolerance))
-        drv_fail(c, "%s: relative Frobenius error %.3g > tolerance %.0e", what, worst, tolerance);
-    return worst;
-}
-
-double drv_check_strided(drv_case *c, const char *what, const float *got, size_t ld, const float *expected,
-                         size_t rows, size_t cols, bool exact) {
-    double diff2 = 0, ref2 = 0, wrong = 0;
-    bool nan_seen = false;
-    for (size_t i = 0; i < rows; i++)
-        for (size_t j = 0; j < cols; j++) {
-            float g = got[i * ld + j], e = expected[i * cols + j];
-            if (isnan(g)) nan_seen = true;
-            if (exact) {
-                wrong += memcmp(&g, &e, sizeof g) != 0;
-            } else {
-                double d = (double)g - (double)e;
-                diff2 += d * d;
-                ref2 += (double)e * e;
-            }
-        }
-    if (exact) {
-        double total = drv_sum(wrong);
-        if (total > 0)
-            drv_fail(c, "%s: %.0f element(s) differ from the expected bits (wrong rows/columns, or transposed?)", what,
-                     total);
-        return total;
-    }
-    double rel = nan_seen ? INFINITY : ref2 > 0 ? sqrt(diff2 / ref2) : sqrt(diff2);
-    return drv_check_error(c, what, rel, drv_tolerance());
-}
-
-double drv_check_floats(drv_case *c, const char *what, const float *got, const float *expected, size_t n,
-                        bool exact) {
-    return drv_check_strided(c, what, got, n, expected, n ? 1 : 0, n, exact);
-}
-
-/* ================================================================================== */
-/* The traffic model against the player's counters                                   */
-/* ================================================================================== */
-
-/* Every branch is decided on values reduced over the ranks, so all referees take it
- * together. The counters come from the player's memory (docs/grader.md says which rubric
- * items rest on them). */
-void apply_model(drv_case *c, const drv_model *md) {
-    const pl_metrics *m = &c->m;
-    int n = c->world;
-    bool failed = drv_max(c->verdict != DRV_PASS) > 0; /* a wrong result explains itself best */
-    double mismatch = (double)(m->bytes_sent != c->wire.p2p_bytes_sent || m->msgs_sent != c->wire.p2p_msgs_sent ||
-                               m->coll_total != c->wire.coll_calls || m->coll_bytes != c->wire.coll_bytes);
-    if (drv_max(mismatch) > 0)
-        drv_forbid(c, "the counted traffic differs from what went to the comm backend (instrumentation tampered with?)");
-    double colls = drv_sum((double)m->coll_total);
-    drv_num(c, "lib_calls", colls);
-    if (drv_max(md->no_collectives) > 0 && colls > 0) {
-        int which = -1;
-        for (int k = 0; k < PL_OP_COUNT && which < 0; k++)
-            if (drv_sum((double)m->coll_calls[k]) > 0) which = k;
-        drv_forbid(c, "called the library collective pl_%s %.0f time(s): use pl_send/pl_recv only",
-                   which >= 0 ? pl_op_kind_name((pl_op_kind)which) : "?", colls);
-    }
-    double msgs = drv_max((double)m->msgs_sent);
-    if (drv_max(md->no_p2p) > 0 && msgs > 0) drv_fail(c, "used point-to-point sends (%.0f); use the library collectives", msgs);
-    if (drv_max(md->exact_collectives) > 0) {
-        double bad = 0;
-        for (int k = 0; k < PL_OP_COUNT; k++) bad += m->coll_calls[k] != (uint64_t)md->colls[k];
-        bad += fabs((double)m->coll_bytes - md->coll_bytes) > 0.5;
-        if (drv_max(bad) > 0) {
-            char got[160] = "", want[160] = "";
-            for (int k = 0, gl = 0, wl = 0; k < PL_OP_COUNT; k++) {
-                if (m->coll_calls[k] && gl < (int)sizeof got)
-                    gl += snprintf(got + gl, sizeof got - (size_t)gl, "%s%llu %s", gl ? ", " : "",
-                                   (unsigned long long)m->coll_calls[k], pl_op_kind_name((pl_op_kind)k));
-                if (md->colls[k] && wl < (int)sizeof want)
-                    wl += snprintf(want + wl, sizeof want - (size_t)wl, "%s%d %s", wl ? ", " : "", md->colls[k],
-                                   pl_op_kind_name((pl_op_kind)k));
-            }
-            drv_fail(c, "collectives: %s (S = %.0f bytes), expected %s (S = %.0f bytes)", got[0] ? got : "none",
-                     (double)m->coll_bytes, want[0] ? want : "none", md->coll_bytes);
-        }
-    }
-    if (drv_max(md->gemm_flops) > 0) {
-        double err = drv_max(fabs(m->gemm_flops - md->gemm_flops)), most = drv_max(m->gemm_flops);
-        drv_num(c, "gemm_flops_per_rank", most);
-        if (err > 0.5) drv_fail(c, "%.0f GEMM flops on the busiest rank, expected %.0f", most, md->gemm_flops);
-    }
-    if (drv_max(md->exact_p2p) > 0) {
-        double bad = drv_max((double)(fabs((double)m->bytes_sent - md->p2p_bytes) > 0.5 ||
-                                      fabs((double)m->msgs_sent - md->p2p_msgs) > 0.5));
-        if (bad > 0)
-            drv_fail(c, "point-to-point: sent %.0f bytes in %.0f messages on this rank, expected %.0f in %.0f",
-                     (double)m->bytes_sent, (double)m->msgs_sent, md->p2p_bytes, md->p2p_msgs);
-    }
-    if (drv_max(md->bytes_optimal) > 0) {
-        bool avg = md->bytes_agg == DRV_BYTES_AVG;
-        double opt = avg ? drv_sum(md->bytes_optimal) / n : drv_max(md->bytes_optimal);
-        double meas = avg ? drv_sum((double)m->bytes_sent) / n : drv_max((double)m->bytes_sent);
-        drv_num(c, "bytes_per_rank", meas);
-        drv_num(c, "bytes_optimal", opt);
-        drv_num(c, "bytes_ratio", meas > 0 ? opt / meas : 0);
-        /* Data that must cross ranks cannot have been computed without sending it. */
-        if (meas <= 0 && !failed)
-            drv_fail(c, "no bytes were sent, but %.0f per rank must move: the result cannot be right", opt);
-        else if (meas > 0 && opt / meas > 1.0001 && !failed)
-            drv_fail(c, "%.0f bytes per rank sent, fewer than any correct algorithm needs (%.0f)", meas, opt);
-    }
-    if (drv_max(md->msgs_optimal) > 0) {
-        double opt = drv_max(md->msgs_optimal);
-        drv_num(c, "msgs_per_rank", msgs);
-        drv_num(c, "msgs_optimal", opt);
-        drv_num(c, "msgs_ratio", msgs > 0 ? opt / msgs : 0);
-        if (msgs <= 0 && !failed) drv_fail(c, "no messages were sent, but %.0f per rank are needed", opt);
-    }
-}
 
 /* Device memory the student's code allocated and did not free: what the player had in use
  * after release() against before play() (its own accounting), with the allocation sites
@@ -315,14 +182,4 @@ uint64_t drv_unpredictable(void) {
     if (g_ref.graded && getrandom(&v, sizeof v, 0) == (ssize_t)sizeof v) return v;
     state = splitmix(state + hand_seed());
     return state;
-}
-
-double drv_rel_err(const float *got, const double *want, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(got[i])) return INFINITY;
-        double e = got[i] - want[i];
-        num += e * e, den += want[i] * want[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
 }

@@ -165,6 +165,15 @@ typedef struct {
     uint32_t pad;
 } drv_counters;
 
+/* Traffic as a model states it or a player counted it (drv_check_traffic): per kind of
+ * library collective, and the point-to-point messages sent. Doubles, so that a player's
+ * record of it in a slot shows a NaN (never written) as such. */
+typedef struct {
+    double calls[PL_OP_COUNT]; /* library collectives by kind                          */
+    double bytes;              /* their S, summed                                      */
+    double msgs, msg_bytes;    /* point-to-point messages sent, and their bytes         */
+} drv_traffic;
+
 /* What a test may look at, per side, is in the sections below. */
 
 /* ---- the lab ---- */
@@ -300,8 +309,19 @@ void drv_allgather_u64(uint64_t v, uint64_t *out); /* out[world] */
 /* Every rank's `bytes` bytes into out[world * bytes]. */
 void drv_allgather(const void *mine, size_t bytes, void *out);
 
-/* rc == 0 on every rank? If not, fails the case with what + the code's name. */
+/* ---- checks (checks.c): every one reduces over the ranks (every referee makes the same
+ * checks in the same order) and fails the case in one message style, e.g.
+ *   "WHAT: relative error 0.031 > tolerance 1e-05 (worst element here [3, 7]: got 1.5, expected 1.25)".
+ * A check that returns bool returns the same on every rank: branch on it, never on
+ * drv_failed(). */
+
+/* rc == want on every rank? If not, fails the case on every rank: this rank's code and its
+ * name against the expected one, or "WHAT failed on another rank". drv_all_ok: want = 0. */
+bool drv_check_code(drv_case *c, int rc, int want, const char *what, const char *(*name)(int));
 bool drv_all_ok(drv_case *c, int rc, const char *what, const char *(*name)(int));
+/* ok on every rank? If not, fails the case on every rank with the message (each rank's
+ * own values: say what the ranks at fault did, or that one did). */
+bool drv_check_all(drv_case *c, bool ok, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* The tolerance of every float comparison against a float64 reference (the referee's:
  * 1e-5, or 5e-3 when the user ran the cuda device in TF32 with PL_TF32=1), and why. */
@@ -309,20 +329,54 @@ double drv_tolerance(void);
 const char *drv_tolerance_why(void);
 
 /* Compare n floats the player left (a slot's host address) with the expected ones, on
- * every rank: exact = bit for bit, else relative Frobenius error against drv_tolerance().
- * NaN fails ("never written?"). Returns the worst error over ranks (also rel_err). */
+ * every rank: exact = bit for bit (the first differing element named), else relative
+ * Frobenius error against drv_tolerance() (the worst element named). NaN fails ("never
+ * written?"). Returns the worst error over ranks (also rel_err), or the elements that
+ * differ over ranks when exact. */
 double drv_check_floats(drv_case *c, const char *what, const float *got, const float *expected, size_t n,
                         bool exact);
 /* The same for a rows x cols matrix stored with leading dimension ld (>= cols) in got;
- * expected is dense. Elements between cols and ld must keep the poison (an OUT slot) or
- * their input values: the caller checks those itself if it cares. */
+ * expected is dense; elements are named [row, col]. Elements between cols and ld must keep
+ * the poison (an OUT slot) or their input values: the caller checks those itself if it
+ * cares. */
 double drv_check_strided(drv_case *c, const char *what, const float *got, size_t ld, const float *expected,
                          size_t rows, size_t cols, bool exact);
+/* ... and that the elements between cols and ld of such an OUT slot keep their poison (a
+ * call writes its [rows x cols] view and nothing beside it). Returns how many do not. */
+double drv_check_pad(drv_case *c, const char *what, const float *got, size_t ld, size_t rows, size_t cols);
+/* n floats against a float64 reference, at the given tolerance (drv_tolerance() or one the
+ * lab derives): the relative Frobenius error, the worst element named. */
+double drv_check_tensor(drv_case *c, const char *what, const float *got, const double *want, size_t n,
+                        double tolerance);
 /* The same for a relative error computed by the test itself (reduced over ranks here). */
 double drv_check_error(drv_case *c, const char *what, double rel_err, double tolerance);
-/* The relative Frobenius error of a float result against a double reference: ||got -
- * want|| / ||want|| (the absolute norm when want is all zeros; infinite at a NaN or inf). */
+/* The relative Frobenius error of a float result against a reference: ||got - want|| /
+ * ||want|| (the absolute norm when want is all zeros; infinite at a NaN or inf in got). */
 double drv_rel_err(const float *got, const double *want, size_t n);
+double drv_rel_err_f(const float *got, const float *want, size_t n);
+
+/* Per-step values of a training run (losses, gradient norms; the same on every rank or
+ * this rank's own) against the reference run's: |got - want| / |want| per step (infinite
+ * at a non-finite value), step 1 against tol_first and the later steps against tol_later
+ * (an optimizer's steps amplify rounding: the lab derives how much), the worst step of
+ * each named as number first + s. Returns the worst error over ranks. */
+double drv_check_steps(drv_case *c, const char *what, const double *got, const double *want, int steps, int first,
+                       double tol_first, double tol_later);
+
+/* Traffic against a model. Each fails only the ranks whose own count is off (by more than
+ * half a unit: counts and bytes are whole numbers; a NaN is off), the lowest of them
+ * explaining the case, and returns true when no rank's is.
+ *   drv_check_count   one number: "WHAT: GOT, expected WANT"
+ *   drv_check_peers   bytes this rank sent to each other rank (got[world], want[world])
+ *   drv_check_traffic calls per kind, their S, messages and their bytes */
+bool drv_check_count(drv_case *c, const char *what, double got, double want);
+bool drv_check_peers(drv_case *c, const char *what, const double *got, const double *want);
+bool drv_check_traffic(drv_case *c, const char *what, const drv_traffic *got, const drv_traffic *want);
+bool drv_traffic_differs(const drv_traffic *got, const drv_traffic *want);
+drv_traffic drv_traffic_of(const pl_metrics *m); /* a player's counters as traffic */
+/* The player's two counts of its traffic (its counters, and what reached `backend`) must
+ * agree: when `differs` on any rank, the case is forbidden. Returns true when they agree. */
+bool drv_check_counted(drv_case *c, bool differs, const char *backend);
 
 /* The seed of rank r's inputs of case c (run `run` of a perf loop, 0 for the case itself):
  * derived from the run's key in a graded run (no player can know it), from --seed, the
