@@ -198,7 +198,7 @@ void l7_run_check(drv_case *c) {
     case K_TRAIN: {
         const l7_ref *ref = l7_reference(L, cfg.param);
         bool bf16 = cfg.param == L7_BF16;
-        double tol = bf16 ? l7_bf16_tolerance(L) : drv_tolerance();
+        double tol = bf16 ? l7_bf16_tolerance(L) : l7_adam_tolerance();
         if (l7_check_params(c, L, o, ref, tol, bf16 ? "bf16 run vs the single-rank bf16 run" : "vs the single-rank run"))
             l7_check_losses(c, o, ref, 0, L->f->steps, L->np, tol);
         break;
@@ -366,8 +366,8 @@ void l7_ckpt_check(drv_case *c) {
     if (read != want)
         drv_fail(c, "the loads read %.0f bytes of the rank files; the pieces they fill hold %.0f (master, m, v once)", read, want);
     const l7_ref *ref = l7_reference(L, L7_FP32);
-    if (l7_check_params(c, L, o, ref, drv_tolerance(), "after the save, the load and the rest of the steps"))
-        l7_check_losses(c, o, ref, half, L->f->steps - half, L7_PAIRS[i].m, drv_tolerance());
+    if (l7_check_params(c, L, o, ref, l7_adam_tolerance(), "after the save, the load and the rest of the steps"))
+        l7_check_losses(c, o, ref, half, L->f->steps - half, L7_PAIRS[i].m, l7_adam_tolerance());
 }
 
 void l7_ckpt_teardown(drv_case *c) {

@@ -58,6 +58,8 @@ const l7_ref *l7_reference(l7_lab *L, int dtype);
 void l7_reference_free(l7_lab *L);
 /* The bound of the bf16 comparison (README.md derives it). */
 double l7_bf16_tolerance(const l7_lab *L);
+/* float32 runs: what follows an AdamW update (lab07_reference.c says why). */
+double l7_adam_tolerance(void);
 
 /* ---- lab07_rules.c ---- */
 int l7_ref_buckets(const l7_model *m, size_t cap, int world, l7_bucket *out, int max);
