@@ -97,6 +97,10 @@ git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - 2>/
     { echo "test-fresh.sh: cannot copy the kit" >&2; exit 1; }
 cp -a "$SHARED/." "$ROOT/src/shared/"
 cp -L /etc/resolv.conf "$ROOT/etc/resolv.conf" 2>/dev/null || true
+# the /etc/hosts every installed Debian has (minbase ships none): without it each mpirun
+# start waits seconds for DNS to answer for this machine's own name
+printf '127.0.0.1\tlocalhost\n127.0.1.1\t%s\n::1\tlocalhost ip6-localhost ip6-loopback\n' \
+    "$(cat /proc/sys/kernel/hostname)" >"$ROOT/etc/hosts"
 for tool in bwrap gcc mpicc zip unzip jq gnuplot; do   # the point of the exercise
     [ -e "$ROOT/usr/bin/$tool" ] && say "note: the base system already has $tool"
 done
