@@ -93,15 +93,16 @@ void pl_usage_error(const char *fmt, ...) {
     }
     fflush(stdout);
     fflush(stderr);
-    /* Every rank reached this same decision: leave cleanly, without an abort banner. Only rank 0
-     * carries the exit status: mpirun ends the job at the first rank that exits non-zero, and
-     * when that was another rank, rank 0's line (already in its stderr pipe) could be dropped
-     * before mpirun read it. mpirun and srun both still exit 2. */
+    /* Every rank reached this same decision: leave cleanly, without an abort banner. mpirun
+     * ends the job at the first rank that exits non-zero, and may drop what rank 0 has not
+     * yet written then. With MPI, MPI_Finalize's fence orders rank 0's line before any exit;
+     * without it (a referee parsing its flags) the other ranks leave a second later. */
     int inited = 0, finalized = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);
     if (inited && !finalized) MPI_Finalize();
-    exit(g_info.rank == 0 || !inited ? PL_EXIT_USAGE : 0);
+    if (!inited && g_info.rank != 0) sleep(1);
+    exit(PL_EXIT_USAGE);
 }
 
 const char *pl_mpi_error_string(int rc) {
