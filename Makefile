@@ -128,6 +128,7 @@ REFEREE_RUNNER := $(filter-out grader/referee/lab%,$(wildcard grader/referee/*.c
 PLAYER_RUNNER  := $(filter-out grader/player/lab%,$(wildcard grader/player/*.c))
 ENGINE_SRC := $(wildcard grader/engine/*.c)
 CLASS_TOOL := $(B)/tools/pl-class
+LANDLOCK_TOOL := $(B)/tools/pl-landlock
 CLASS_SRC  := $(wildcard grader/class/*.c)
 
 FLAVORS := cpu $(if $(HAVE_NVCC),cuda)
@@ -188,14 +189,20 @@ $(B)/public.syms: grader/tools/public-symbols.sh $(LIB_H)
 	@mkdir -p $(@D)
 	$(Q)grader/tools/public-symbols.sh "$(MPICC)" > $@.$$$$.tmp && mv $@.$$$$.tmp $@
 
-engine: $(ENGINE) $(CLASS_TOOL)
-$(ENGINE): $(ENGINE_SRC) grader/engine/engine.h grader/runner/siphash.h grader/runner/loadclock.h
+engine: $(ENGINE) $(CLASS_TOOL) $(LANDLOCK_TOOL)
+$(ENGINE): $(ENGINE_SRC) grader/engine/engine.h grader/runner/siphash.h grader/runner/loadclock.h grader/runner/landlock.h
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
 	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -D_GNU_SOURCE -Igrader/runner $(ENGINE_SRC) -lcjson -o $@
 
+# pl-landlock: the class grader's builds under Landlock where bubblewrap cannot start.
+$(LANDLOCK_TOOL): grader/tools/landlock-run.c grader/runner/landlock.h
+	@mkdir -p $(@D)
+	$(call say,CC,$@)
+	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -D_GNU_SOURCE -Igrader/runner $< -o $@
+
 # pl-class: a class graded through pl-grade (make grade-class); C11 + cJSON, no engine code.
-$(CLASS_TOOL): $(CLASS_SRC) grader/class/class.h grader/runner/loadclock.h
+$(CLASS_TOOL): $(CLASS_SRC) grader/class/class.h grader/runner/loadclock.h grader/runner/landlock.h
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
 	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -D_GNU_SOURCE -Igrader/runner $(CLASS_SRC) -lcjson -lm -o $@
@@ -321,7 +328,7 @@ grade-class: libs engine
 # run_autograder, the kit without solutions); make classroom LAB=N: the GitHub Classroom
 # workflow in build/classroom/lab-N/.github/workflows/classroom.yml.
 gradescope:
-	@HIDDEN="$$PL_HIDDEN" RUBRIC_SCALE="$(RUBRIC_SCALE)" LIMIT="$(LIMIT)" \
+	@HIDDEN="$$PL_HIDDEN" RUBRIC_SCALE="$(RUBRIC_SCALE)" LIMIT="$(LIMIT)" UNCONFINED="$(UNCONFINED)" \
 	  scripts/gradescope.sh "$(call lab_name,$(LAB))" "$(call out_or,$(B)/gradescope/lab-$(LAB))"
 classroom:
 	@RUBRIC_SCALE="$(RUBRIC_SCALE)" scripts/classroom.sh "$(call lab_name,$(LAB))" "$(call out_or,$(B)/classroom/lab-$(LAB))"

@@ -259,6 +259,27 @@ if [[ -n "$NVCC" ]] && ((gpus > 0 && cuda_usable)); then
 fi
 printf '     a run says which one it used: make lab-9 prints it; override with PL_SYM=mpi-rma|cuda-ipc|nvshmem\n'
 
+# --- the grader's sandbox (grader/engine/contain.c, landlock.c) -------------------------------
+section "the grader's sandbox (make grade, grade-class, Gradescope)"
+root=$(cd "$(dirname "$0")/.." && pwd)
+if ! command -v bwrap >/dev/null 2>&1; then
+    absent bubblewrap "not installed (scripts/install-deps.sh installs it)"
+elif bwrap --unshare-all --die-with-parent --ro-bind / / --dev /dev --proc /proc true >/dev/null 2>&1; then
+    ok bubblewrap "starts a sandbox here: graded runs use it"
+else
+    absent bubblewrap "cannot start here (no user namespaces: a container, or kernel.unprivileged_userns_clone=0)"
+fi
+if [[ -x "$root/build/tools/pl-landlock" ]]; then
+    if why=$("$root/build/tools/pl-landlock" --read / -- true 2>&1); then
+        ok Landlock "available: where bubblewrap cannot start, graded runs and builds are confined by it"
+    else
+        absent Landlock "${why#pl-landlock: }"
+    fi
+else
+    absent Landlock "not checked: build/tools/pl-landlock is not built yet (make)"
+fi
+printf '     where neither starts, make grade and the autograders refuse to grade (make lab-N grades unconfined, with a note)\n'
+
 # --- summary --------------------------------------------------------------------------------
 if ((cpu_ok)); then
     if ((gpus > 0 && cuda_usable)) && [[ -n "$NVCC" ]]; then

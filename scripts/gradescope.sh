@@ -9,7 +9,7 @@
 #                               code runs in this container: it must find no solution there)
 #   hidden/LAB.rubric           the instructor's hidden rubric, when HIDDEN= has one
 #
-# Environment: HIDDEN, PL_NP (make's NP), RUBRIC_SCALE, LIMIT. Exit 0 with the zip's path on
+# Environment: HIDDEN, PL_NP (make's NP), RUBRIC_SCALE, LIMIT, UNCONFINED. Exit 0 with the zip's path on
 # the last line; 2 with one line on a usage error.
 set -eu
 lab=${1:-}
@@ -50,6 +50,7 @@ fi
     echo "NP=\"${PL_NP:-}\""
     echo "TEST_SCALE=${RUBRIC_SCALE:-}"
     echo "LIMIT=${LIMIT:-3600}"
+    echo "UNCONFINED=${UNCONFINED:-0}  # 1: grade even where no sandbox can start (the submission then runs unconfined)"
 } >"$stage/gradescope.conf"
 # a zip whose bytes depend only on the files: fixed times, sorted names, no extra attributes
 find "$stage" -exec touch -h -d '2000-01-01 00:00:00' {} +

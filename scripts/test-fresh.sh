@@ -24,8 +24,10 @@
 #             setup.sh as Gradescope runs it, then run_autograder on the solution and on the
 #             starter: each results.json must validate against
 #             grader/gradescope/results.schema.json, the solution score every item but the
-#             timed one in full, the starter less; then `make lab-1` in a copy of the kit:
-#             the missing sandbox said in one line, the grading done.
+#             timed one in full, the starter less, both confined by Landlock; with Landlock
+#             switched off too (PL_SANDBOX_NO_LANDLOCK=1), not graded, then graded with
+#             UNCONFINED=1; then `make lab-1` in a copy of the kit: Landlock said in one line,
+#             the grading done.
 #
 # Needs root (mount, chroot), mmdebstrap (installed when missing) and the network to the
 # archive this machine's apt uses and to PyPI (Lab 5's model). Logs: build/fresh/<variant>.log.
@@ -136,6 +138,11 @@ cp /autograder/results/results.json /autograder/results-solution.json
 rm -rf /autograder/submission && mv /autograder/sub-starter /autograder/submission
 run "run_autograder (starter)" /autograder/run_autograder
 cp /autograder/results/results.json /autograder/results-starter.json
+PL_SANDBOX_NO_LANDLOCK=1 run "run_autograder (no sandbox)" /autograder/run_autograder
+cp /autograder/results/results.json /autograder/results-refused.json
+sed -i "s/^UNCONFINED=0/UNCONFINED=1/" /autograder/source/gradescope.conf
+PL_SANDBOX_NO_LANDLOCK=1 run "run_autograder (UNCONFINED=1)" /autograder/run_autograder
+cp /autograder/results/results.json /autograder/results-unconfined.json
 cd /src/paralab || exit 2
 run "make lab-1" make lab-1'
 fi
@@ -208,13 +215,23 @@ else
     if jq -e '.score < 50' "$ROOT/autograder/results-starter.json" >/dev/null 2>&1; then
         pass "run_autograder: the starter scores $(jq -r .score "$ROOT/autograder/results-starter.json")"
     else fail "run_autograder: the starter scores $(jq -r .score "$ROOT/autograder/results-starter.json" 2>&1)"; fi
-    n=$(section "run_autograder (solution)" | grep -ac 'sandbox cannot start here')
-    if [ "$n" = 1 ]; then pass "run_autograder says in one line that the sandbox cannot start, and grades"
-    else fail "run_autograder: $n lines say the sandbox cannot start (expected 1)"; fi
+    n=$(section "run_autograder (solution)" | grep -ac 'confined by Landlock')
+    if [ "$n" = 1 ] && jq -e '.output | contains("graded in the Landlock sandbox")' "$res" >/dev/null 2>&1; then
+        pass "run_autograder: bubblewrap cannot start, so Landlock confines the grading (one line, and the results say so)"
+    else fail "run_autograder: $n lines say Landlock confines the grading (expected 1), results: $(jq -r .output "$res" 2>&1 | tail -n 1)"; fi
+    n=$(section "run_autograder (no sandbox)" | grep -ac 'not graded: no sandbox can start')
+    if [ "$n" = 1 ] && jq -e '.score == 0 and (.output | startswith("Not graded"))' "$ROOT/autograder/results-refused.json" >/dev/null 2>&1; then
+        pass "run_autograder where no sandbox can start: not graded, one line, and results.json tells the student to ask"
+    else fail "run_autograder with no sandbox: $n refusal lines, results: $(head -c 200 "$ROOT/autograder/results-refused.json" 2>&1)"; fi
+    if section "run_autograder (UNCONFINED=1)" | grep -aq 'UNCONFINED=1: where no sandbox can start' &&
+        jq -e '.output | contains("graded without a sandbox")' "$ROOT/autograder/results-unconfined.json" >/dev/null 2>&1; then
+        pass "run_autograder with UNCONFINED=1: grades without a sandbox, saying so in the log and the results"
+    else fail "run_autograder with UNCONFINED=1: $(jq -r .output "$ROOT/autograder/results-unconfined.json" 2>&1 | tail -n 1)"; fi
     score=$(section "make lab-1" | grep -a '^score:' | tail -n 1)
-    n=$(section "make lab-1" | grep -ac 'no sandbox')
-    if [ -n "$score" ] && [ "$n" = 1 ]; then pass "make lab-1 without user namespaces: one line says there is no sandbox, then $score"
-    else fail "make lab-1 without user namespaces: $n lines about the sandbox, ${score:-no score line}"; fi
+    n=$(section "make lab-1" | grep -ac '^sandbox: Landlock')
+    if [ -n "$score" ] && [ "$n" = 1 ] && ! section "make lab-1" | grep -aq 'no sandbox'; then
+        pass "make lab-1 without user namespaces: one line says Landlock confines the runs, then $score"
+    else fail "make lab-1 without user namespaces: $n Landlock lines, ${score:-no score line}"; fi
 fi
 say "took $mins min; $fails failure(s)"
 exit $((fails > 0))

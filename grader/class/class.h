@@ -143,9 +143,13 @@ typedef struct {
     char *grader_hash;
     bool as_root;                // each job runs as a user of its own
     bool build_sandbox;          // the build runs in bwrap too
+    bool build_landlock;         // no bwrap here: the build runs under pl-landlock (Landlock)
     submission *subs;
     int n_subs;
 } class_run;
+
+/* Can bubblewrap start a sandbox here, as the jobs' user? */
+bool bwrap_works(const class_run *cr);
 
 /* util.c: where a submission's reports go, OUT/students/<key> (malloc'd) */
 char *student_dir(const class_run *cr, const submission *s);

@@ -91,6 +91,27 @@ static bool readable_as(uid_t uid, const char *path)
     return WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
+/* Can bubblewrap start a sandbox here, as the jobs' user? (root may make namespaces where the
+ * jobs' users may not) */
+bool bwrap_works(const class_run *cr)
+{
+    pid_t pid = fork();
+    if (pid < 0) die("fork: %s", strerror(errno));
+    if (pid == 0) {
+        uid_t uid = slot_uid(0);
+        if (cr->as_root && (setgroups(0, NULL) != 0 || setresgid(uid, uid, uid) != 0 || setresuid(uid, uid, uid) != 0))
+            _exit(3);
+        int null = open("/dev/null", O_RDWR);
+        if (null >= 0) dup2(null, 1), dup2(null, 2);
+        execlp("bwrap", "bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--proc",
+               "/proc", "true", (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
 /* ---------------------------------------------------------------- one job */
 
 typedef struct {
@@ -133,11 +154,32 @@ static char *build_command(const class_run *cr, const submission *s, const char 
         text_add(&t, "--bind ", 7);
         sh_quote(&t, work);
         sh_quote(&t, work);
-        char *hidden = xasprintf("%s/hidden", work);
-        text_add(&t, "--tmpfs ", 8);
-        sh_quote(&t, hidden);
-        free(hidden);
         text_add(&t, "-- ", 3);
+    } else if (cr->build_landlock) {
+        // the same view under Landlock: the machine readable but for the same directories,
+        // only the job's own tree writable (its TMPDIR inside it; the job's copy of the hidden
+        // rubric lies beside it, in OUT)
+        text_add(&t, "mkdir -p ", 9);
+        char *tmp = xasprintf("%s/tmp", work), *tool = xasprintf("%s/build/tools/pl-landlock", cr->root);
+        sh_quote(&t, tmp);
+        text_add(&t, "&& TMPDIR=", 10);
+        sh_quote(&t, tmp);
+        sh_quote(&t, tool);
+        text_add(&t, "--read / ", 9);
+        const char *masks[] = {cr->out, cr->submissions, cr->hidden, "solutions", "tests", "build/cpu/solutions",
+                               "build/cuda/solutions", "build/cpu/selftest", "build/cpu/faults"};
+        for (size_t i = 0; i < sizeof masks / sizeof masks[0]; i++) {
+            if (!masks[i]) continue;
+            char *p = masks[i][0] == '/' ? xstrdup(masks[i]) : xasprintf("%s/%s", cr->root, masks[i]);
+            text_add(&t, "--hide ", 7);
+            sh_quote(&t, p);
+            free(p);
+        }
+        text_add(&t, "--write ", 8);
+        sh_quote(&t, work);
+        text_add(&t, "-- ", 3);
+        free(tmp);
+        free(tool);
     }
     text_printf(&t, "%s --no-print-directory -s -C ", cr->make);
     sh_quote(&t, cr->root);
@@ -212,7 +254,8 @@ static pid_t start_job(const class_run *cr, const submission *s, int slot)
     // checked to be out of its reach); otherwise the original, which the engine then masks.
     char *hidden_copy = NULL;
     if (cr->hidden && cr->as_root) {
-        hidden_copy = xasprintf("%s/hidden", work);
+        hidden_copy = xasprintf("%s.hidden", work);  // beside the build tree, never in it
+        remove_tree(hidden_copy);
         char *from = xasprintf("%s/%s.rubric", cr->hidden, cr->lab), *to = xasprintf("%s/%s.rubric", hidden_copy, cr->lab);
         if (!make_dirs(hidden_copy, 0700)) die("cannot create %s", hidden_copy);
         if (access(from, F_OK) == 0 && !copy_file(from, to)) die("cannot copy the hidden rubric %s", from);
@@ -223,6 +266,7 @@ static pid_t start_job(const class_run *cr, const submission *s, int slot)
     if (cr->as_root) {
         chown_tree(work, uid, uid);
         chown_tree(partial, uid, uid);
+        if (hidden_copy) chown_tree(hidden_copy, uid, uid);
     }
 
     slist argv = {0};
@@ -454,8 +498,10 @@ static void finish_job(class_run *cr, job *j, int wstatus, int *done, int total)
     }
     write_record(partial, g);
     commit(cr, s, partial);
-    char *work = work_dir(cr, s);
+    char *work = work_dir(cr, s), *hidden_copy = xasprintf("%s.hidden", work);
     remove_tree(work);
+    remove_tree(hidden_copy);
+    free(hidden_copy);
     free(work);
     (*done)++;
     printf("[%*d/%d] %-12s %6g/%-6g %s (%.1f s)\n", total >= 100 ? 3 : 2, *done, total, status_name(s->status),

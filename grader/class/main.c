@@ -27,6 +27,7 @@
 
 #include "class.h"
 #include "loadclock.h" // defines: lc_start, lc_free_cores (--jobs auto)
+#include "landlock.h"  // defines: ll_abi
 
 #define LIMIT_DEFAULT_S 3600.0
 #define SIMILARITY_DEFAULT 60.0
@@ -231,14 +232,6 @@ static void hash_grader(class_run *cr)
     slist_free(&files);
 }
 
-/* Can bubblewrap start a sandbox here (as the jobs' user)? */
-static bool bwrap_works(const class_run *cr)
-{
-    (void)cr;
-    int rc = system("bwrap --unshare-all --die-with-parent --ro-bind / / --dev /dev --proc /proc true >/dev/null 2>&1");
-    return rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
-}
-
 static char *absolute(const char *path, const char *what)
 {
     char *r = realpath(path, NULL);
@@ -311,10 +304,19 @@ int main(int argc, char **argv)
 
     cr.as_root = geteuid() == 0;
     cr.build_sandbox = bwrap_works(&cr);
-    if (!cr.build_sandbox && !strcmp(cr.sandbox, "on"))
-        die("bubblewrap cannot start a sandbox here: install it (scripts/install-deps.sh) and allow unprivileged user "
-            "namespaces, or grade with SANDBOX=auto");
-    if (!cr.build_sandbox) fprintf(stderr, "pl-class: note: no sandbox here (SANDBOX=auto): builds and runs are not isolated\n");
+    if (!cr.build_sandbox && ll_abi() > 0) {  // no user namespaces: Landlock confines builds and runs
+        char *tool = xasprintf("%s/build/tools/pl-landlock", cr.root);
+        cr.build_landlock = access(tool, X_OK) == 0;
+        free(tool);
+    }
+    if (!cr.build_sandbox && !cr.build_landlock && !strcmp(cr.sandbox, "on"))
+        die("no sandbox can start here: bubblewrap cannot (install it with scripts/install-deps.sh and allow "
+            "unprivileged user namespaces) and the kernel has no Landlock (Linux 5.13 or later); grade anyway, "
+            "unconfined, with SANDBOX=auto (the students' code then runs as the grading users)");
+    if (cr.build_landlock)
+        fprintf(stderr, "pl-class: note: bubblewrap cannot start here: builds and runs are confined by Landlock\n");
+    else if (!cr.build_sandbox)
+        fprintf(stderr, "pl-class: note: no sandbox here (SANDBOX=auto): builds and runs are not isolated\n");
     hash_grader(&cr);
     clean_stale(&cr);
 
@@ -382,7 +384,9 @@ int main(int argc, char **argv)
         char *o = xasprintf("%s%s%s%s", cJSON_IsString(out) ? out->valuestring : "",
                             cJSON_IsString(notes) && notes->valuestring[0] ? "\n" : "",
                             cJSON_IsString(notes) ? notes->valuestring : "",
-                            cr.build_sandbox ? "" : "\n(graded without the bubblewrap sandbox: it cannot start here)");
+                            cr.build_sandbox     ? ""
+                            : cr.build_landlock ? "\n(graded in the Landlock sandbox: bubblewrap cannot start here)"
+                                                : "\n(graded without a sandbox: none can start here)");
         cJSON_DeleteItemFromObjectCaseSensitive(r, "output");
         cJSON_AddStringToObject(r, "output", o);
         free(o);

@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine.h"
@@ -552,6 +553,7 @@ void run_world(const run_config *cfg, int np, const rubric_run *extra, case_list
     world w = {.cfg = cfg, .np = np, .label = extra ? extra->label : NULL, .hidden = extra && extra->hidden,
                .cases = cases, .budget = cfg->rub->run_timeout_s};
     const sandbox *sb = cfg->sandbox;
+    bool landlock = sb && sb->kind == SANDBOX_LANDLOCK;
     char *start_after = NULL;
     char *wname = world_name(&w);
     for (int restarts = 0;; restarts++) {
@@ -561,12 +563,22 @@ void run_world(const run_config *cfg, int np, const rubric_run *extra, case_list
                 stand_in(&w, NULL, CL_ERROR, why);
                 break;
             }
+            if (w.plan.count == 0 && cfg->filter && !w.hidden) {
+                note(&w, "note: %s: --filter (T=) '%s' matches none of its cases: nothing ran (the names: %s "
+                         "--list --world %d; several globs go separated by spaces)", wname, cfg->filter, cfg->driver, np);
+                break;
+            }
         }
         channel chan;
         channel_open(&chan, cfg->work_dir, ++serial, sb && sb->drop_root ? SANDBOX_UID : (uid_t)-1, cfg->rub->lab, np);
         strlist argv = {0}, env = {0}, full = {0};
         build_argv(&argv, cfg, np, extra, &w.skipped, start_after);
         build_env(&env, cfg, &chan);
+        if (landlock) {  // the one directory the run may write besides its channel
+            char *tmp = xasprintf("TMPDIR=%s", sb->scratch);
+            strlist_push(&env, tmp);
+            free(tmp);
+        }
         if (restarts == 0 && !w.hidden) {  // a hidden run's command line holds its seeds
             char *cmd = strlist_join(&argv, " ");
             note(&w, "%s: %s%s", wname, cmd, sb ? " (in the sandbox)" : "");
@@ -578,19 +590,25 @@ void run_world(const run_config *cfg, int np, const rubric_run *extra, case_list
         lim.nofile = OPEN_FILES_MAX;
         if (sb)  // above what the run's user has already: RLIMIT_NPROC counts them all
             lim.nproc = processes_of_user(sb->drop_root ? SANDBOX_UID : getuid()) + PROCS_BASE + PROCS_PER_RANK * np;
-        if (sb) sandbox_argv(&full, sb, chan.dir, argv.items);
+        if (sb && !landlock) sandbox_argv(&full, sb, chan.dir, argv.items);
 
         run_state s = {.w = &w, .chan = &chan, .due = quiet_seconds() + cfg->rub->timeout_s};
         rest_of_plan(&s, &w, start_after);
         proto_init(&s.proto, chan.key, cfg->rub->lab, np, &s.expected);
         chan.line_max = proto_line_max(&s.proto);
-        child_run ch = {.argv = sb ? full.items : argv.items, .envp = env.items, .limits = &lim,
-                        .drop_root = sb && sb->drop_root, .chan = &chan, .on_line = on_line,
+        child_run ch = {.argv = sb && !landlock ? full.items : argv.items, .envp = env.items, .limits = &lim,
+                        .drop_root = sb && sb->drop_root, .landlock = landlock ? sb : NULL,
+                        .landlock_chan = chan.dir, .chan = &chan, .on_line = on_line,
                         .deadline = deadline, .ctx = &s, .total_s = w.budget};
         child_run_exec(&ch);
         w.budget -= ch.quiet_s;
         int killed = contain_kill_descendants();  // before anything is decided or written
         if (killed) note(&w, "note: %s: killed %d leftover process(es) after the run", wname, killed);
+        if (landlock) {  // what the run left in its TMPDIR goes with it
+            remove_tree(sb->scratch);
+            mkdir(sb->scratch, 0700);
+            if (sb->drop_root && chown(sb->scratch, SANDBOX_UID, SANDBOX_UID) != 0) { /* the next run says why */ }
+        }
         judge_finish(&s, &chan, &ch);
         char *next = after_run(&w, &s, &ch, start_after, restarts);
 

@@ -231,7 +231,7 @@ static void child_exec(child_run *r, int out_w, int err_w, int report_w)
     dup2(out_w, STDOUT_FILENO);
     dup2(err_w, STDERR_FILENO);
     exec_report rep = {0, 0};
-    if (!contain_child_setup(r->limits, r->drop_root)) {
+    if (!contain_child_setup(r->limits, r->drop_root) || (r->landlock && !landlock_confine(r->landlock, r->landlock_chan))) {
         rep.err = errno;
     } else {
         rep.stage = 1;
@@ -272,8 +272,9 @@ void child_run_exec(child_run *r)
     if (read(report[0], &rep, sizeof rep) == (ssize_t)sizeof rep) {
         r->exec_failed = true;
         char *msg = rep.stage ? xasprintf("cannot run %s: %s\n", r->argv[0], strerror(rep.err))
-                              : xasprintf("cannot set the run's limits%s: %s\n",
-                                          r->drop_root ? " or switch to uid 65534" : "", strerror(rep.err));
+                              : xasprintf("cannot set the run's limits%s%s: %s\n",
+                                          r->drop_root ? " or switch to uid 65534" : "",
+                                          r->landlock ? " or enter the Landlock sandbox" : "", strerror(rep.err));
         capture_feed(&r->err, msg, strlen(msg));
         free(msg);
     }

@@ -269,7 +269,7 @@ static const char *const SANDBOX_BASE[] = {
  * configuration (Open MPI's included), and the hardware description hwloc reads. Nothing of
  * the home directories or of the kit's tree: the driver's directory and the lab's data are
  * bound one by one (sandbox_init). */
-static const char *const SANDBOX_SYSTEM[] = {"/usr", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/bin",
+const char *const sandbox_system_dirs[] = {"/usr", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/bin",
                                              "/sbin", "/opt", "/sys", NULL};
 /* A GPU's device files, where they exist (the sandbox's /dev is a minimal one). */
 static const char *const SANDBOX_GPU[] = {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
@@ -278,10 +278,10 @@ static const char *const SANDBOX_GPU[] = {"/dev/nvidiactl", "/dev/nvidia-uvm", "
 
 static void push_system(strlist *out)
 {
-    for (int i = 0; SANDBOX_SYSTEM[i]; i++) {
+    for (int i = 0; sandbox_system_dirs[i]; i++) {
         strlist_push(out, "--ro-bind-try");
-        strlist_push(out, SANDBOX_SYSTEM[i]);
-        strlist_push(out, SANDBOX_SYSTEM[i]);
+        strlist_push(out, sandbox_system_dirs[i]);
+        strlist_push(out, sandbox_system_dirs[i]);
     }
     for (int i = 0; SANDBOX_GPU[i]; i++) {
         strlist_push(out, "--dev-bind-try");
@@ -377,7 +377,7 @@ void sandbox_init(sandbox *sb, const char *hidden_dir, const char *out_dir, cons
     if (prog) {
         *strrchr(prog, '/') = '\0';
         bool system = false;
-        for (int i = 0; SANDBOX_SYSTEM[i]; i++) system |= under(prog, SANDBOX_SYSTEM[i]);
+        for (int i = 0; sandbox_system_dirs[i]; i++) system |= under(prog, sandbox_system_dirs[i]);
         if (!system && prog[0]) bind_data(sb, prog, prog);
         free(prog);
     }
@@ -431,5 +431,6 @@ void sandbox_free(sandbox *sb)
     strlist_free(&sb->data_src);
     strlist_free(&sb->data_dst);
     free(sb->cwd);
+    free(sb->scratch);
     *sb = (sandbox){0};
 }

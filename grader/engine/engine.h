@@ -78,6 +78,8 @@ bool valid_name(const char *s);
 bool banner_line(const char *s);
 /* `bytes` random bytes from the kernel as 2*bytes lowercase hex digits (out holds 2n+1). */
 void random_hex(char *out, size_t bytes);
+/* Removes a directory and everything below it (links removed, not followed). */
+void remove_tree(const char *dir);
 /* fnmatch() without flags: '*' also matches '.' and '/'. */
 bool glob_match(const char *glob, const char *text);
 /* "64M" -> 67108864 (K, M, G are powers of 1024, as in nccl-tests); false if malformed. */
@@ -142,6 +144,7 @@ typedef struct {
     metric_aggregate aggregate;   // how the cases' values become the measured value
     metric_phrase phrase;         // how the summary states it
     bool min_bytes;               // `min-bytes` applies (cases below it are ignored)
+    bool players_word;            // counted inside the student's process, not by the referee
 } perf_metric;
 
 const perf_metric *metric_find(const char *keyword);
@@ -220,9 +223,14 @@ typedef struct {
     double nproc;        // RLIMIT_NPROC, sandbox only (it counts the user's processes)
 } child_limits;
 
-/* The bubblewrap sandbox of instructor mode (docs/grader.md). */
+/* The sandbox of instructor mode (docs/grader.md): bubblewrap, or Landlock where bwrap
+ * cannot start (no user namespaces). */
+enum { SANDBOX_BWRAP = 1, SANDBOX_LANDLOCK = 2 };
 typedef struct {
     bool on;
+    int kind;          // SANDBOX_BWRAP or SANDBOX_LANDLOCK (when on)
+    int landlock_abi;  // the kernel's Landlock ABI (SANDBOX_LANDLOCK)
+    char *scratch;     // SANDBOX_LANDLOCK: the runs' TMPDIR, the one directory they may write
     bool drop_root;   // the engine is root: a run drops to uid/gid 65534 before bwrap
     bool tmpfs_size;  // this bwrap knows --size (bounds /tmp and /dev/shm)
     strlist masks;    // paths hidden behind an empty tmpfs: hidden rubric, --out, work dir
@@ -247,6 +255,12 @@ void sandbox_init(sandbox *sb, const char *hidden_dir, const char *out_dir, cons
  * NULL) bound read-write. */
 void sandbox_argv(strlist *out, const sandbox *sb, const char *channel_dir, char *const *argv);
 void sandbox_free(sandbox *sb);
+/* What every sandboxed run may read: the system's directories (NULL-terminated). */
+extern const char *const sandbox_system_dirs[];
+/* The kernel's Landlock ABI version, 0 when it has none (or PL_SANDBOX_NO_LANDLOCK is set). */
+int landlock_abi(void);
+/* In a run's child, right before exec: lock it and all it starts into the Landlock sandbox. */
+bool landlock_confine(const sandbox *sb, const char *channel_dir);
 /* In a freshly forked child: drop root (if asked) and set the limits. false on failure. */
 bool contain_child_setup(const child_limits *lim, bool drop_root);
 /* How many processes the user `uid` has now (for an RLIMIT_NPROC above them). */
@@ -374,6 +388,8 @@ typedef struct {
     bool merge_stderr;           // one pipe for both streams (keeps a compiler's order)
     const child_limits *limits;  // NULL: none
     bool drop_root;              // become uid/gid SANDBOX_UID before exec (sandbox under root)
+    const sandbox *landlock;     // non-NULL: confine the child with Landlock before exec
+    const char *landlock_chan;   // the channel directory it may write
     channel *chan;               // NULL: no results channel
     line_fn on_line;             // every line of the channel; false = stop trusting: kill
     deadline_fn deadline;        // the next valid event is due by then, on quiet_seconds() (0: none)

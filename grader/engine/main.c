@@ -23,7 +23,7 @@ extern char **environ;
 typedef struct {
     const char *lab, *rubric, *driver, *build, *np, *filter, *device, *comm, *mpirun, *out, *hidden, *sandbox,
         *build_timeout, *report, *rerun;
-    bool quiet, test_scale, brief;
+    bool quiet, test_scale, brief, sandbox_given;
     strlist data;  // --data DIR (repeatable): what a sandboxed run may read besides the driver
 } options;
 
@@ -43,6 +43,7 @@ static void usage(FILE *f)
 static options parse_options(int argc, char **argv)
 {
     options o = {.mpirun = "mpirun", .sandbox = "off"};
+    const char *sandbox_default = o.sandbox;
     struct {
         const char *flag;
         const char **value;
@@ -92,6 +93,7 @@ static options parse_options(int argc, char **argv)
         if (!known) die_usage("unknown option '%s' (try --help)", arg);
     }
     if (!o.lab || !o.rubric || !o.driver) die_usage("--lab, --rubric and --driver are required (try --help)");
+    o.sandbox_given = o.sandbox != sandbox_default;
     if (strcmp(o.sandbox, "on") && strcmp(o.sandbox, "off") && strcmp(o.sandbox, "auto"))
         die_usage("--sandbox must be on, off or auto, not '%s'", o.sandbox);
     return o;
@@ -118,7 +120,7 @@ static void wipe_command_line(int argc, char **argv)
  * inherited (each run gets its own) and without anything that names the hidden directory
  * (make passes HIDDEN=... along, also inside MAKEFLAGS). A sandboxed run gets /tmp as its
  * TMPDIR: the outer one may be hidden or read-only there. */
-static char **child_environment(const char *hidden, bool sandboxed)
+static char **child_environment(const char *hidden, bool sandboxed, bool bwrap)
 {
     char *hidden_real = hidden ? realpath(hidden, NULL) : NULL;
     strlist env = {0};
@@ -128,7 +130,7 @@ static char **child_environment(const char *hidden, bool sandboxed)
         if (sandboxed && !strncmp(*e, "TMPDIR=", 7)) continue;
         strlist_push(&env, *e);
     }
-    if (sandboxed) strlist_push(&env, "TMPDIR=/tmp");
+    if (bwrap) strlist_push(&env, "TMPDIR=/tmp");  // Landlock's runs get theirs in run_world
     free(hidden_real);
     return env.items;  // lives as long as the engine
 }
@@ -206,9 +208,9 @@ static case_result *run_build(const char *cmd, double timeout_s, char **envp, co
 }
 
 /* Runs a short command (a probe) and says whether it exited 0. */
-static bool probe(char **argv, bool drop_root, char **why)
+static bool probe(char **argv, bool drop_root, const sandbox *landlock, char **why)
 {
-    child_run ch = {.argv = argv, .drop_root = drop_root, .total_s = 20};
+    child_run ch = {.argv = argv, .drop_root = drop_root, .landlock = landlock, .total_s = 20};
     child_run_exec(&ch);
     contain_kill_descendants();
     bool ok = ch.exit_code == 0 && !ch.term_signal && !ch.hit_cap && !ch.exec_failed;
@@ -220,31 +222,45 @@ static bool probe(char **argv, bool drop_root, char **why)
     return ok;
 }
 
-/* --sandbox: on (required), auto (when bwrap works), off. */
-static bool sandbox_wanted(const char *mode, bool drop_root, bool *tmpfs_size, console *con)
+/* --sandbox: on (required), auto (when one can start), off. bubblewrap first; where it cannot
+ * start (no user namespaces: Gradescope's containers, many CI runners), Landlock. */
+static bool sandbox_wanted(const char *mode, bool drop_root, sandbox *sb, console *con)
 {
+    bool *tmpfs_size = &sb->tmpfs_size;
     if (!strcmp(mode, "off")) return false;
     strlist argv = {0};
     sandbox_probe_argv(&argv, true);
     char *why = NULL;
-    bool ok = probe(argv.items, drop_root, NULL);
+    bool ok = probe(argv.items, drop_root, NULL, NULL);
     *tmpfs_size = ok;
     if (!ok) {  // an older bwrap without --size still makes a sandbox
         strlist_free(&argv);
         sandbox_probe_argv(&argv, false);
-        ok = probe(argv.items, drop_root, &why);
+        ok = probe(argv.items, drop_root, NULL, &why);
     }
     strlist_free(&argv);
-    if (!ok && !strcmp(mode, "on"))
-        die_usage("--sandbox on: bubblewrap cannot start a sandbox here (%s); install bubblewrap "
-                  "(scripts/install-deps.sh) and allow unprivileged user namespaces "
-                  "(sysctl kernel.unprivileged_userns_clone=1), or grade with --sandbox off",
+    if (ok) {
+        sb->kind = SANDBOX_BWRAP;
+        free(why);
+        return true;
+    }
+    sb->landlock_abi = landlock_abi();
+    if (sb->landlock_abi > 0) {
+        sb->kind = SANDBOX_LANDLOCK;
+        free(why);
+        return true;
+    }
+    if (!strcmp(mode, "on"))
+        die_usage("--sandbox on: no sandbox can start here: bubblewrap cannot (%s) and the kernel has no "
+                  "Landlock (Linux 5.13 or later, lsm=landlock); install bubblewrap (scripts/install-deps.sh) "
+                  "and allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1), or "
+                  "grade unconfined with --sandbox off (the student's code then runs as this user, root "
+                  "included, and can read and write what it can)",
                   why ? why : "bwrap failed");
-    if (!ok)
-        console_note(con, "note: --sandbox auto: no sandbox (%s); runs are contained without it",
-                     why ? why : "bwrap failed");
+    console_note(con, "note: --sandbox auto: no sandbox (bubblewrap: %s; no Landlock in this kernel); runs are "
+                 "contained without it", why ? why : "bwrap failed");
     free(why);
-    return ok;
+    return false;
 }
 
 /* Before the first sandboxed run: what it must not see, and a check that the driver can be
@@ -254,6 +270,12 @@ static char *sandbox_ready(sandbox *sb, const options *opt, const char *work)
 {
     // uid 65534 must pass through to its channel directory (nothing else: no read bit)
     if (sb->drop_root && chmod(work, 0711) != 0) die_engine("chmod %s: %s", work, strerror(errno));
+    if (sb->kind == SANDBOX_LANDLOCK) {  // the runs' TMPDIR, the one directory they write besides the channel
+        sb->scratch = xasprintf("%s/tmp", work);
+        if (mkdir(sb->scratch, 0700) != 0) die_engine("mkdir %s: %s", sb->scratch, strerror(errno));
+        if (sb->drop_root && chown(sb->scratch, SANDBOX_UID, SANDBOX_UID) != 0)
+            die_engine("chown %s: %s", sb->scratch, strerror(errno));
+    }
     strlist words = {0};
     strlist_split(&words, opt->mpirun);
     sandbox_init(sb, opt->hidden, opt->out, work, opt->driver, &opt->data, words.count ? words.items[0] : NULL);
@@ -261,9 +283,10 @@ static char *sandbox_ready(sandbox *sb, const options *opt, const char *work)
     strlist check = {0}, cmd = {0};
     const char *const test[] = {"/bin/sh", "-c", "test -r \"$0\" && test -x \"$0\"", opt->driver, NULL};
     for (int i = 0; test[i]; i++) strlist_push(&cmd, test[i]);
-    sandbox_argv(&check, sb, NULL, cmd.items);
+    bool landlock = sb->kind == SANDBOX_LANDLOCK;
+    if (!landlock) sandbox_argv(&check, sb, NULL, cmd.items);
     char *why = NULL, *problem = NULL;
-    if (!probe(check.items, sb->drop_root, &why))
+    if (!probe(landlock ? cmd.items : check.items, sb->drop_root, landlock ? sb : NULL, &why))
         problem = xasprintf("the driver %s cannot be read and run as uid %d inside the sandbox (%s); make it and "
                             "its directories readable by others (chmod o+rX)",
                             opt->driver, SANDBOX_UID, why ? why : "test -x failed");
@@ -347,8 +370,11 @@ int main(int argc, char **argv)
     }
     bool drop_root = geteuid() == 0;
     sandbox sb = {.drop_root = drop_root};
-    sb.on = sandbox_wanted(opt.sandbox, drop_root, &sb.tmpfs_size, &con);
-    char **envp = child_environment(opt.hidden, sb.on);
+    sb.on = sandbox_wanted(opt.sandbox, drop_root, &sb, &con);
+    char **envp = child_environment(opt.hidden, sb.on, sb.on && sb.kind == SANDBOX_BWRAP);
+    if (!strcmp(opt.sandbox, "off") && opt.sandbox_given)
+        console_note(&con, "note: --sandbox off: the student's code runs unconfined, as %s, and can read and write "
+                     "whatever this user can", drop_root ? "root" : "this user");
 
     run_config cfg = {.rub = &rub, .driver = opt.driver, .filter = opt.filter, .device = opt.device,
                       .comm = opt.comm, .test_scale = opt.test_scale, .envp = envp,
@@ -387,13 +413,26 @@ int main(int argc, char **argv)
             console_note(&con, "note: --sandbox auto: no sandbox: %s", problem);
         } else if (sb.on) {
             cfg.sandbox = &sb;
-            console_note(&con, "sandbox: bubblewrap, uid %d, no network, read-only files, private /proc and /tmp%s",
-                         SANDBOX_UID, drop_root ? " (dropped from root)" : "");
+            if (sb.kind == SANDBOX_BWRAP)
+                console_note(&con, "sandbox: bubblewrap, uid %d, no network, read-only files, private /proc and /tmp%s",
+                             SANDBOX_UID, drop_root ? " (dropped from root)" : "");
+            else
+                console_note(&con, "sandbox: Landlock ABI %d (bubblewrap cannot start here), uid %d%s, only the "
+                             "system's files, the driver and the lab's data readable, only the run's own "
+                             "directories writable%s",
+                             sb.landlock_abi, drop_root ? SANDBOX_UID : (int)getuid(), drop_root ? " (dropped from root)" : "",
+                             sb.landlock_abi >= 6 ? ", no signal out of the run" : "");
+        }
+        if (problem && sb.scratch) {  // the sandbox is off after all: its scratch directory goes
+            rmdir(sb.scratch);
+            free(sb.scratch);
+            sb.scratch = NULL;
         }
         free(problem);
         cfg.work_dir = work;
         for (int i = 0; i < n_np && !engine_interrupted; i++) run_world(&cfg, np[i], NULL, &cases);
         for (int i = 0; i < n_extra && !engine_interrupted; i++) run_world(&cfg, extra[i]->np, extra[i], &cases);
+        if (sb.scratch) remove_tree(sb.scratch);
         rmdir(work);
         free(work);
     }

@@ -1,14 +1,17 @@
 /* util.c - small helpers the engine files share: checked allocation, string lists,
- * globs, sizes, a monotonic clock, random keys and cleaning untrusted text. */
+ * globs, sizes, a monotonic clock, random keys, cleaning untrusted text and removing a
+ * directory tree a run wrote. */
 #include <ctype.h>
 #include <errno.h>
 #include <fnmatch.h>     // defines: fnmatch
+#include <ftw.h>         // defines: nftw
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>  // defines: getrandom
 #include <time.h>        // defines: clock_gettime, CLOCK_MONOTONIC
+#include <unistd.h>      // defines: rmdir, unlink
 
 #include "engine.h"
 #include "loadclock.h"  // defines: load_clock, lc_now, lc_slowdown
@@ -264,4 +267,18 @@ void random_hex(char *out, size_t bytes)
         got += (size_t)n;
     }
     for (size_t i = 0; i < bytes; i++) snprintf(out + 2 * i, 3, "%02x", raw[i]);
+}
+
+static int remove_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    if (type == FTW_DP) rmdir(path);
+    else unlink(path);  // links are removed, never followed (FTW_PHYS)
+    return 0;
+}
+
+void remove_tree(const char *dir)
+{
+    nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }

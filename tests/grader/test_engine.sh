@@ -375,8 +375,8 @@ check "bad rubric: 1e308 points" usage_error huge "points must be a number from 
 check "bad rubric: a total over 1e9 points" usage_error total "more than 1e+09" --lab fake --rubric "$tmp/total.rubric" --driver x
 printf 'lab fake\nnp 1\ngroup a 1 a.*\nperf p 1 parent a metric furlongs\n' >"$tmp/metric.rubric"
 check "bad rubric: an unknown metric names the known ones" usage_error metric "bytes, msgs, speed, bubble, memory, traffic" --lab fake --rubric "$tmp/metric.rubric" --driver x
-check "sandbox on without bwrap: one line naming the fix, exit 2" \
-    sh -c "PATH=/nonexistent '$engine' $base --sandbox on >'$tmp/nobwrap.log' 2>&1; [ \$? = 2 ] && [ \$(wc -l <'$tmp/nobwrap.log') = 1 ] && grep -q 'install bubblewrap' '$tmp/nobwrap.log'"
+check "sandbox on without bwrap or Landlock: one line naming the fix, exit 2" \
+    sh -c "PATH=/nonexistent PL_SANDBOX_NO_LANDLOCK=1 '$engine' $base --sandbox on >'$tmp/nobwrap.log' 2>&1; [ \$? = 2 ] && [ \$(wc -l <'$tmp/nobwrap.log') = 1 ] && grep -q 'install bubblewrap' '$tmp/nobwrap.log'"
 
 # ---- the sandbox (bubblewrap), where it can start here
 if "$engine" --lab fake --rubric "$here/fake.rubric" --driver "$driver" --np 1 --sandbox on \

@@ -1,0 +1,27 @@
+/* spawn_probe.c - a hostile "driver" for tests/grader/test_landlock.sh: under mpirun it asks
+ * the launcher (MPI_Comm_spawn, which is PMIx_Spawn underneath) to start a shell that copies
+ * a secret into a directory outside the run, and proves it ran by a mark in /dev/shm. With
+ * --list it prints a one-case plan, so that the engine starts the run at all. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--list")) {
+            puts("escape.spawn escape");
+            return 0;
+        }
+    const char *script = getenv("PROBE_SCRIPT");
+    MPI_Init(&argc, &argv);
+    if (script) {
+        char *args[] = {"-c", (char *)script, NULL};
+        MPI_Comm child;
+        int errs[1];
+        MPI_Comm_spawn("/bin/sh", args, 1, MPI_INFO_NULL, 0, MPI_COMM_SELF, &child, errs);
+    }
+    MPI_Finalize();
+    return 0;
+}
