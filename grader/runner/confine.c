@@ -94,6 +94,15 @@ static void rule_arg_in(prog *p, long nr, int i, uint32_t ignore, const uint32_t
     emit(p, RET(SECCOMP_RET_ALLOW));
 }
 
+/* nr with (argument i & mask) == 0 -> allow, otherwise -> action (the low 32 bits). */
+static void rule_arg_lacks(prog *p, long nr, int i, uint32_t mask, uint32_t otherwise) {
+    emit(p, JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nr, 0, 4));
+    emit(p, LOAD_ARG_LO(i));
+    emit(p, JUMP(BPF_JMP | BPF_JSET | BPF_K, mask, 0, 1));
+    emit(p, RET(otherwise));
+    emit(p, RET(SECCOMP_RET_ALLOW));
+}
+
 /* nr with (argument i & mask) != 0 -> allow, otherwise -> action (the low 32 bits). */
 static void rule_arg_has(prog *p, long nr, int i, uint32_t mask, uint32_t otherwise) {
     emit(p, JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nr, 0, 4));
@@ -221,7 +230,7 @@ static const long k_play_allowed[] = {
 #ifdef __NR_time
     __NR_time,
 #endif
-    __NR_mmap, __NR_munmap, __NR_mremap, __NR_mprotect, __NR_madvise, __NR_brk, __NR_membarrier,
+    __NR_munmap, __NR_mremap, __NR_madvise, __NR_brk, __NR_membarrier, /* mmap, mprotect: below */
     __NR_get_mempolicy, __NR_set_mempolicy, __NR_mbind,
     __NR_getpid, __NR_gettid, __NR_getppid, __NR_getuid, __NR_geteuid, __NR_getgid, __NR_getegid,
     __NR_getresuid, __NR_getresgid, __NR_getrusage, __NR_times, __NR_sysinfo, __NR_uname,
@@ -283,9 +292,15 @@ bool confine_play(pid_t self, bool device_files) {
                                           1032 /* F_GETPIPE_SZ */, 1034 /* F_GET_SEALS */};
     rule_arg_in(&p, __NR_fcntl, 1, 0, fcntl_cmds, (int)(sizeof fcntl_cmds / sizeof fcntl_cmds[0]), ERRNO(EPERM));
     if (device_files) { /* the CUDA driver talks to its device files and may open them */
+        rule(&p, __NR_mmap, SECCOMP_RET_ALLOW); /* and maps kernels it loads as code */
+        rule(&p, __NR_mprotect, SECCOMP_RET_ALLOW);
         rule(&p, __NR_ioctl, SECCOMP_RET_ALLOW);
         rule(&p, __NR_openat, SECCOMP_RET_ALLOW);
     } else {
+        /* no new code once the student's code runs: every library is mapped by then, so no
+         * mapping made or changed from here on may be executable (PROT_EXEC, 0x4) */
+        rule_arg_lacks(&p, __NR_mmap, 2, 0x4, ERRNO(EPERM));
+        rule_arg_lacks(&p, __NR_mprotect, 2, 0x4, ERRNO(EPERM));
         rule(&p, __NR_openat, ERRNO(EACCES));
 #ifdef __NR_open
         rule(&p, __NR_open, ERRNO(EACCES));

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -41,5 +42,11 @@ int main(void) {
     expect("fcntl F_NOTIFY", fcntl(sv[0], F_NOTIFY, DN_MODIFY), EPERM);
     expect("open of any file", open("/etc/hostname", O_RDONLY), EACCES);
     expect("kill of the parent", kill(getppid(), 0), EPERM);
+    void *rw = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    expect("mmap read-write", rw == MAP_FAILED ? -1 : 0, 0);
+    void *rx = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    expect("mmap executable", rx == MAP_FAILED ? -1 : 0, EPERM);
+    expect("mprotect read-only", rw == MAP_FAILED ? -1 : mprotect(rw, 4096, PROT_READ), 0);
+    expect("mprotect executable", rw == MAP_FAILED ? -1 : mprotect(rw, 4096, PROT_READ | PROT_EXEC), EPERM);
     return failed;
 }
