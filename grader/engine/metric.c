@@ -4,21 +4,23 @@
  * bytes, the library's time / the student's...), computed by the driver from what the
  * harness counted or timed in the same run. A row says which result fields hold it, how a
  * case's value comes from them, how the cases' values become the item's measured value,
- * how the summary states it, and whether `min-bytes` applies. Adding a metric is adding a
- * row (and documenting it in docs/grader.md). */
+ * how the summary states it, whether `min-bytes` applies, and whether the value rests on what
+ * the student's process counted itself (the player's word: results.json says so on the item;
+ * speed is the referee's clock). Adding a metric is adding a row (and documenting it in
+ * docs/grader.md). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine.h"
 
 static const perf_metric METRICS[] = {
-    /* keyword   fields                            value            aggregate      phrase            min-bytes */
-    {"bytes",   {"bytes_ratio", NULL},             METRIC_FIELD,    METRIC_WORST,  SAY_TIMES_OPTIMUM, false},
-    {"msgs",    {"msgs_optimal", "msgs_per_rank"}, METRIC_QUOTIENT, METRIC_WORST,  SAY_TIMES_OPTIMUM, false},
-    {"speed",   {"speed_ratio", NULL},             METRIC_FIELD,    METRIC_MEDIAN, SAY_OF_LIBRARY,    true},
-    {"bubble",  {"bubble_ratio", NULL},            METRIC_FIELD,    METRIC_WORST,  SAY_TIMES_OPTIMUM, false},
-    {"memory",  {"memory_ratio", NULL},            METRIC_FIELD,    METRIC_WORST,  SAY_TIMES_OPTIMUM, false},
-    {"traffic", {"traffic_ratio", NULL},           METRIC_FIELD,    METRIC_WORST,  SAY_TIMES_OPTIMUM, false},
+    /* keyword   fields                            value            aggregate      phrase            min-bytes players-word */
+    {"bytes",   {"bytes_ratio", NULL},             METRIC_FIELD,    METRIC_WORST,  SAY_TIMES_OPTIMUM, false, true},
+    {"msgs",    {"msgs_optimal", "msgs_per_rank"}, METRIC_QUOTIENT, METRIC_WORST,  SAY_TIMES_OPTIMUM, false, true},
+    {"speed",   {"speed_ratio", NULL},             METRIC_FIELD,    METRIC_MEDIAN, SAY_OF_LIBRARY,    true,  false},
+    {"bubble",  {"bubble_ratio", NULL},            METRIC_FIELD,    METRIC_WORST,  SAY_TIMES_OPTIMUM, false, true},
+    {"memory",  {"memory_ratio", NULL},            METRIC_FIELD,    METRIC_WORST,  SAY_TIMES_OPTIMUM, false, true},
+    {"traffic", {"traffic_ratio", NULL},           METRIC_FIELD,    METRIC_WORST,  SAY_TIMES_OPTIMUM, false, true},
 };
 #define N_METRICS (sizeof METRICS / sizeof METRICS[0])
 
