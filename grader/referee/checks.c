@@ -270,11 +270,13 @@ void apply_model(drv_case *c, const drv_model *md) {
         int which = -1;
         for (int k = 0; k < PL_OP_COUNT && which < 0; k++)
             if (drv_sum((double)m->coll_calls[k]) > 0) which = k;
-        drv_forbid(c, "called the library collective pl_%s %.0f time(s): use pl_send/pl_recv only",
-                   which >= 0 ? pl_op_kind_name((pl_op_kind)which) : "?", colls);
+        drv_forbid(c, "called the library collective pl_%s %.0f time(s): %s",
+                   which >= 0 ? pl_op_kind_name((pl_op_kind)which) : "?", colls,
+                   md->instead ? md->instead : "use pl_send/pl_recv only");
     }
     double msgs = drv_max((double)m->msgs_sent);
-    if (drv_max(md->no_p2p) > 0 && msgs > 0) drv_fail(c, "used point-to-point sends (%.0f); use the library collectives", msgs);
+    if (drv_max(md->no_p2p) > 0 && msgs > 0)
+        drv_fail(c, "used point-to-point sends (%.0f); %s", msgs, md->instead ? md->instead : "use the library collectives");
     if (drv_max(md->exact_collectives) > 0) {
         drv_traffic got = drv_traffic_of(m), want = {.bytes = md->coll_bytes};
         got.msgs = got.msg_bytes = 0; /* the collectives only */

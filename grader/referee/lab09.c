@@ -149,10 +149,17 @@ void lab9_check(drv_case *c) {
 void lab9_model(drv_case *c, drv_model *m) {
     lab9_case *k = c->state;
     m->no_leak = true;
-    if (k->p.kind == K_ROUTE) m->no_collectives = m->no_p2p = true;
-    if (k->p.kind == K_AR) m->no_collectives = m->no_p2p = true;
+    if (k->p.kind == K_ROUTE) {
+        m->no_collectives = m->no_p2p = true;
+        m->instead = "the router is host code on this rank's tokens: it sends nothing";
+    }
+    if (k->p.kind == K_AR) {
+        m->no_collectives = m->no_p2p = true;
+        m->instead = "these all-reduces move data through symmetric memory only (pl_sym_* puts, signals, peer pointers)";
+    }
     if (k->p.kind != K_A2A) return;
     m->no_collectives = true;
+    m->instead = "moe_alltoallv is built from point-to-point messages (pl_send/pl_recv) only";
     double bytes = 0, msgs = 0;
     for (int q = 0; q < c->world; q++)
         if (q != c->rank && k->in.send_counts[q] > 0) bytes += 4.0 * k->in.send_counts[q], msgs++;

@@ -182,6 +182,9 @@ typedef struct {
      * player's counters (all optional; zero-initialised = nothing expected). */
     bool no_collectives;          /* any library collective: forbidden (Lab 1)            */
     bool no_p2p;                  /* any point-to-point message: wrong                    */
+    const char *instead;          /* what the lab moves data with, for those two messages
+                                   * (NULL: pl_send/pl_recv for no_collectives, the library
+                                   * collectives for no_p2p) */
     bool exact_collectives;       /* exactly colls[kind] calls of each kind, S = coll_bytes */
     int colls[PL_OP_COUNT];
     double coll_bytes;
