@@ -119,6 +119,14 @@ bad_input "cuda device in a cpu-only build" "device cuda requested" 2 $B/solutio
 bad_input "nccl with the cpu device" "comm nccl requested" 2 $B/solutions/lab01 --device cpu --comm nccl
 bad_input "PL_DEVICE=cuda in a cpu-only build" "device cuda requested" 1 env PL_DEVICE=cuda $B/solutions/lab01
 bad_input "unknown collective" "unknown collective" 2 $B/solutions/lab01 --collective allfoo
+# T= with several globs (spaces or commas) selects what any of them matches; one that matches
+# nothing says so instead of grading nothing in silence
+n=$($B/solutions/lab01 --list --world 2 --filter 'broadcast.oop.r0.c0 reduce.oop.r0.c0,allgather.oop.c0' -b 0 -e 1 2>&1 | wc -l)
+expect "filter: three globs, spaces and commas, select three cases (got $n)" test "$n" = 3
+timeout 120 build/tools/pl-grade --lab 01-collectives --rubric grader/rubrics/01-collectives.rubric --driver $B/solutions/lab01 \
+    --np 2 --filter 'no-such-case*' >"$TMP/o" 2>&1
+expect "filter: T= that matches no case is a note saying so, and nothing runs" \
+    bash -c "grep -q \"matches none of its cases: nothing ran\" $TMP/o && ! grep -q '^np 2: mpirun' $TMP/o"
 timeout 60 $MAKE --no-print-directory lab-99 >"$TMP/o" 2>"$TMP/e"
 rc=$?
 expect "bad input: make lab-99 names the labs and fails (exit $rc)" bash -c "[ $rc -ne 0 ] && grep -q 'no lab 99' $TMP/e"

@@ -179,6 +179,23 @@ int test_count(void) {
     return n;
 }
 
+/* --filter: one glob, or several separated by spaces or commas (T='broadcast.* reduce.*');
+ * a case runs when any of them matches its name. */
+static bool filter_matches(const char *filter, const char *name) {
+    char glob[256];
+    for (const char *p = filter; *p;) {
+        size_t n = strcspn(p, " ,");
+        if (n > 0 && n < sizeof glob) {
+            memcpy(glob, p, n);
+            glob[n] = '\0';
+            if (fnmatch(glob, name, 0) == 0) return true;
+        }
+        p += n;
+        p += strspn(p, " ,");
+    }
+    return false;
+}
+
 static bool selected(const drv_instance *in, bool *skipping) {
     if (*skipping) {
         if (!strcmp(in->name, g_flags.start_after)) *skipping = false;
@@ -186,7 +203,7 @@ static bool selected(const drv_instance *in, bool *skipping) {
     }
     for (int i = 0; i < g_flags.nskip; i++)
         if (!strcmp(in->group, g_flags.skip_groups[i])) return false;
-    return !g_opt.filter || fnmatch(g_opt.filter, in->name, 0) == 0;
+    return !g_opt.filter || filter_matches(g_opt.filter, in->name);
 }
 
 drv_plan make_plan(void) {
