@@ -58,14 +58,16 @@ for np in 2 3; do
     expect "watchdog: planted send-before-recv deadlock at np $np exits 86 (got $rc) naming every rank ($n/$np)" \
         test "$rc" = 86 -a "$n" = "$np"
 done
+# the first waiting rank to give up aborts the job: on a loaded machine the other may be
+# killed before it says so, so one of them is enough (and never the spinning rank 0)
 timeout 60 $MPIRUN -np 3 $B/tests/misbehave hang --watchdog 2 >"$TMP/o" 2>"$TMP/e"
 rc=$?
 expect "watchdog: ranks waiting for a spinning rank are reported (exit $rc)" \
-    bash -c "[ $rc = 86 ] && grep -q 'rank 1 waits in recv for peer 0' $TMP/e && grep -q 'rank 2 waits in recv for peer 0' $TMP/e"
+    bash -c "[ $rc = 86 ] && grep -Eq 'rank [12] waits in recv for peer 0' $TMP/e && ! grep -q 'rank 0 waits' $TMP/e"
 timeout 60 $MPIRUN -np 3 $B/tests/misbehave stuck-collective --watchdog 2 >"$TMP/o" 2>"$TMP/e"
 rc=$?
 expect "watchdog: ranks blocked inside a library collective are reported (exit $rc)" \
-    bash -c "[ $rc = 86 ] && grep -q 'rank 1 waits in allreduce' $TMP/e && grep -q 'rank 2 waits in allreduce' $TMP/e"
+    bash -c "[ $rc = 86 ] && grep -Eq 'rank [12] waits in allreduce' $TMP/e && ! grep -q 'rank 0 waits' $TMP/e"
 timeout 60 $MPIRUN -np 3 $B/tests/test_sym lost-signal --watchdog 2 >"$TMP/o" 2>"$TMP/e"
 rc=$?
 expect "watchdog: a rank waiting for a signal nobody sends is reported (exit $rc)" \
