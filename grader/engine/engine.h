@@ -498,6 +498,7 @@ typedef struct console {
     const rubric *rub;        // set once the rubric is loaded: groups, sections
     const char *rerun;        // --rerun: the command that reruns a case, before NP=.. T=..
     const char *report_path;  // where the full report is written, named in the summary
+    const char *filter;       // --filter: a partial run, said on the score line
     char *full;               // the full report (every case), without colours
     size_t full_len, full_cap;
     seen_case *seen;          // every public case classified, in order

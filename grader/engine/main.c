@@ -343,6 +343,7 @@ int main(int argc, char **argv)
     console_init(&con, opt.quiet);
     con.brief = opt.brief;
     con.rerun = opt.rerun;
+    con.filter = opt.filter;
     char *out_report = opt.out ? xasprintf("%s/report.txt", opt.out) : NULL;
     con.report_path = opt.report ? opt.report : out_report;
     rubric rub = {0};

@@ -418,6 +418,9 @@ void console_summary(console *con, const grade *g, const char *lab)
     }
     first_failure(con, g);
     if (con->report_path) out(con, con->brief ? TO_BOTH : TO_FILE, "every case, with its reason: %s\n", con->report_path);
-    out(con, TO_BOTH, "score: %g / %g\n", g->score, g->max_score);
+    if (con->filter)  // a partial run: the items whose cases were filtered out scored 0
+        out(con, TO_BOTH, "score: %g / %g (partial: only the cases T='%s' selects ran)\n", g->score, g->max_score,
+            con->filter);
+    else out(con, TO_BOTH, "score: %g / %g\n", g->score, g->max_score);
     fflush(stdout);
 }
