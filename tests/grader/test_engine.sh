@@ -330,7 +330,7 @@ check "hidden: no hidden case name in a public item" \
 check "hidden: hidden failures go to a withheld test" \
     sh -c "jq -e '.tests[] | select(.name == \"alpha: hidden cases\") | (.visibility == \"after_published\") and (.output | test(\"seed13/alpha.c1024\"))' '$tmp/options/results.json'"
 check "hidden: cases.json keeps every hidden case" grep -q 'np2@seed13/alpha.c1024' "$tmp/options/cases.json"
-check "options: score line" last_line_is options "score: 5 / 40"
+check "options: score line (a filtered run says it is partial)" last_line_is options "score: 5 / 40 (partial: only the cases T='alpha.*' selects ran)"
 MODE=pass grade hiddenrun --np 2 --hidden "$tmp/hidden"
 check "hidden: one line per hidden run" has_line hiddenrun "^hidden run seed13 at np 2: 5 cases, 4 passed$"
 check "hidden: still no hidden case or command line" lacks_line hiddenrun "@seed|--seed"
