@@ -160,7 +160,7 @@ else
     # every capability, as a container's root has. The machine's own /proc is bound in
     # whole: a sandbox started inside may mount a proc of its own only where one is fully
     # visible (a fresh proc mount here would not count as one).
-    timeout 5400 bwrap --bind "$ROOT" / --dev-bind /dev /dev --bind /proc /proc --bind /sys /sys --tmpfs /dev/shm \
+    timeout 5400 bwrap --bind "$ROOT" / --dev-bind /dev /dev --bind /proc /proc --bind /sys /sys --perms 1777 --tmpfs /dev/shm \
         --cap-add ALL --share-net --die-with-parent -- "${ENV[@]}" /bin/bash -c "$INNER" </dev/null >"$LOG" 2>&1
 fi
 rc=$?

@@ -59,7 +59,7 @@ if ! grep -q '^sandbox: Landlock' "$TMP/landlock.log"; then
 else
     ok "Landlock: the engine says it confines the run with Landlock"
     if [ -e "$MARK" ]; then ok "Landlock: the launcher did start the spawned shell (so the next check means something)"
-    else bad "Landlock: the spawned shell left no mark"; fi
+    else bad "Landlock: the spawned shell left no mark in /dev/shm (mode $(stat -c %a /dev/shm): it must be writable by all, as on any Linux)"; fi
     if [ ! -e "$TMP/tree/leak" ]; then ok "Landlock: the spawned shell could neither read the secret nor write the tree"
     else bad "Landlock: the spawned shell wrote $TMP/tree/leak"; fi
     n=$(find "$TMP" -maxdepth 1 -name 'pl-grade.*' | wc -l)
