@@ -94,22 +94,14 @@ static void rule_arg_in(prog *p, long nr, int i, uint32_t ignore, const uint32_t
     emit(p, RET(SECCOMP_RET_ALLOW));
 }
 
-/* nr with (argument i & mask) == 0 -> allow, otherwise -> action (the low 32 bits). */
-static void rule_arg_lacks(prog *p, long nr, int i, uint32_t mask, uint32_t otherwise) {
+/* nr: when (argument i & mask) is nonzero exactly as `set` says -> allow, otherwise -> action
+ * (the low 32 bits). */
+static void rule_arg_bits(prog *p, long nr, int i, uint32_t mask, bool set, uint32_t otherwise) {
     emit(p, JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nr, 0, 4));
     emit(p, LOAD_ARG_LO(i));
     emit(p, JUMP(BPF_JMP | BPF_JSET | BPF_K, mask, 0, 1));
-    emit(p, RET(otherwise));
-    emit(p, RET(SECCOMP_RET_ALLOW));
-}
-
-/* nr with (argument i & mask) != 0 -> allow, otherwise -> action (the low 32 bits). */
-static void rule_arg_has(prog *p, long nr, int i, uint32_t mask, uint32_t otherwise) {
-    emit(p, JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nr, 0, 4));
-    emit(p, LOAD_ARG_LO(i));
-    emit(p, JUMP(BPF_JMP | BPF_JSET | BPF_K, mask, 0, 1));
-    emit(p, RET(SECCOMP_RET_ALLOW));
-    emit(p, RET(otherwise));
+    emit(p, RET(set ? SECCOMP_RET_ALLOW : otherwise)); /* some bit of mask set */
+    emit(p, RET(set ? otherwise : SECCOMP_RET_ALLOW)); /* none */
 }
 
 static bool install(prog *p) {
@@ -188,7 +180,7 @@ bool confine_startup(pid_t self, const char *exec_path) {
     /* execve of the player only: the one pointer the referee's child passes */
     rule_arg_eq(&p, __NR_execve, 0, (uint64_t)(uintptr_t)exec_path, ERRNO(EPERM));
     /* threads, never processes (MPI_Init under a launcher forks nothing) */
-    rule_arg_has(&p, __NR_clone, 0, CLONE_THREAD, ERRNO(EPERM));
+    rule_arg_bits(&p, __NR_clone, 0, CLONE_THREAD, true, ERRNO(EPERM));
 #ifdef __NR_clone3
     rule(&p, __NR_clone3, ERRNO(ENOSYS));
 #endif
@@ -262,7 +254,7 @@ bool confine_play(pid_t self, bool device_files) {
     signals_to_self(&p, self);
     /* threads, never processes: clone only with CLONE_THREAD; clone3's flags sit behind a
      * pointer the filter cannot read, so it says ENOSYS and the C library falls back */
-    rule_arg_has(&p, __NR_clone, 0, CLONE_THREAD, ERRNO(EPERM));
+    rule_arg_bits(&p, __NR_clone, 0, CLONE_THREAD, true, ERRNO(EPERM));
 #ifdef __NR_clone3
     rule(&p, __NR_clone3, ERRNO(ENOSYS));
 #endif
@@ -299,8 +291,8 @@ bool confine_play(pid_t self, bool device_files) {
     } else {
         /* no new code once the student's code runs: every library is mapped by then, so no
          * mapping made or changed from here on may be executable (PROT_EXEC, 0x4) */
-        rule_arg_lacks(&p, __NR_mmap, 2, 0x4, ERRNO(EPERM));
-        rule_arg_lacks(&p, __NR_mprotect, 2, 0x4, ERRNO(EPERM));
+        rule_arg_bits(&p, __NR_mmap, 2, 0x4, false, ERRNO(EPERM));
+        rule_arg_bits(&p, __NR_mprotect, 2, 0x4, false, ERRNO(EPERM));
         rule(&p, __NR_openat, ERRNO(EACCES));
 #ifdef __NR_open
         rule(&p, __NR_open, ERRNO(EACCES));
