@@ -41,8 +41,11 @@ static void close_mpi_pair(pl_comm *c) {
     PL_MPI_CHECK(MPI_Comm_free(&h));
 }
 
+/* A transport that is not MPI (pl_use_transport) keeps communicators itself. */
+static bool external(void) { return pl_cb->split != NULL; }
+
 void pl_comm_setup_world(void) {
-    open_mpi_pair(MPI_COMM_WORLD, &g_world);
+    if (!external()) open_mpi_pair(MPI_COMM_WORLD, &g_world);
     g_world.rank = pl_rank();
     g_world.size = pl_world();
     g_world.id = 0;
@@ -52,7 +55,7 @@ void pl_comm_setup_world(void) {
 void pl_comm_teardown(void) {
     pl_comm_defer_teardown();
     if (pl_cb->finalize) pl_cb->finalize();
-    close_mpi_pair(&g_world);
+    if (!external()) close_mpi_pair(&g_world);
     free(g_group_events);
     g_group_events = NULL;
     g_group_n = g_group_cap = 0;
@@ -66,6 +69,16 @@ pl_comm *pl_comm_split(pl_comm *parent, int color, int key) {
     PL_CHECK(parent != NULL, "pl_comm_split: NULL parent");
     PL_CHECK(g_group_depth == 0, "pl_comm_split inside a group");
     pl_device_sync();
+    if (external()) {
+        pl_comm made = {0};
+        if (!pl_cb->split(parent, color, key, &made)) return NULL;
+        pl_comm *c = calloc(1, sizeof *c);
+        PL_CHECK(c != NULL, "out of host memory");
+        *c = made;
+        c->id = g_next_comm_id++;
+        if (pl_cb->comm_init) pl_cb->comm_init(c);
+        return c;
+    }
     MPI_Comm nc;
     PL_MPI_CHECK(MPI_Comm_split((MPI_Comm)parent->mpi, color < 0 ? MPI_UNDEFINED : color, key, &nc));
     if (nc == MPI_COMM_NULL) return NULL;
@@ -84,7 +97,8 @@ void pl_comm_free(pl_comm *c) {
     if (!c || c == &g_world) return;
     pl_device_sync();
     if (pl_cb->comm_free) pl_cb->comm_free(c);
-    close_mpi_pair(c);
+    if (external()) pl_cb->release(c);
+    else close_mpi_pair(c);
     free(c);
 }
 
@@ -290,6 +304,10 @@ void pl_barrier(pl_comm *c) {
     PL_CHECK(c != NULL, "pl_barrier: NULL communicator");
     PL_CHECK(g_group_depth == 0, "pl_barrier inside a group");
     pl_device_sync();
+    if (external()) {
+        pl_cb->barrier(c);
+        return;
+    }
     MPI_Request req;
     PL_MPI_CHECK(MPI_Ibarrier((MPI_Comm)c->mpi, &req));
     int done = 0;
@@ -327,6 +345,10 @@ static void host_ready(void) {
 
 void pl_host_allreduce(double *v, int n, pl_host_op op, pl_comm *c) {
     host_ready();
+    if (external()) {
+        pl_cb->host_allreduce(v, n, (int)op, c ? c : &g_world);
+        return;
+    }
     MPI_Op mop = op == PL_HOST_MAX ? MPI_MAX : op == PL_HOST_MIN ? MPI_MIN : MPI_SUM;
     pl_watchdog_arm("host allreduce", -1);
     PL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, mop, host_of(c)));
@@ -336,6 +358,7 @@ void pl_host_allreduce(double *v, int n, pl_host_op op, pl_comm *c) {
 /* Gathers to every rank (root < 0) or to root only (the others get NULL). */
 static void *host_gatherv(const void *mine, size_t bytes, size_t *counts, int root, pl_comm *c) {
     host_ready();
+    if (external()) return pl_cb->host_gatherv(mine, bytes, counts, root, c ? c : &g_world);
     MPI_Comm comm = host_of(c);
     int size = 0;
     PL_MPI_CHECK(MPI_Comm_size(comm, &size));
@@ -376,6 +399,10 @@ void *pl_host_gatherv(const void *mine, size_t bytes, size_t *counts, int root, 
 void pl_host_bcast(void *buf, size_t bytes, int root, pl_comm *c) {
     PL_CHECK(bytes <= (size_t)INT_MAX, "pl_host_bcast: more than 2 GiB");
     host_ready();
+    if (external()) {
+        pl_cb->host_bcast(buf, bytes, root, c ? c : &g_world);
+        return;
+    }
     pl_watchdog_arm("host broadcast", -1);
     PL_MPI_CHECK(MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, host_of(c)));
     pl_watchdog_disarm();

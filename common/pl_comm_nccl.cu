@@ -269,6 +269,13 @@ extern "C" const pl_comm_backend pl_comm_nccl = {
     .abort = pl_nccl_abort,
     .allgather_bf16 = pl_nccl_allgather_bf16,
     .reduce_scatter_bf16 = pl_nccl_reduce_scatter_bf16,
+    /* communicators and host collectives: the generic layer's MPI */
+    .split = NULL,
+    .release = NULL,
+    .barrier = NULL,
+    .host_allreduce = NULL,
+    .host_gatherv = NULL,
+    .host_bcast = NULL,
 };
 
 /* ================================================================================== */

@@ -20,6 +20,30 @@ void pl_install_crash_handlers(void);
 static int g_initialised;
 #define g_info (*pl_info_mutable())
 
+/* A transport that is not MPI (pl_use_transport): its table and where this rank sits. */
+static const pl_comm_backend *g_transport;
+static pl_transport_place g_place;
+
+void pl_use_transport(const pl_comm_backend *cb, const pl_transport_place *where) {
+    PL_CHECK(!g_initialised, "pl_use_transport after pl_init");
+    PL_CHECK(cb && cb->split && cb->release && cb->barrier && cb->host_allreduce && cb->host_gatherv && cb->host_bcast,
+             "pl_use_transport: a transport needs every entry of the host side");
+    g_transport = cb;
+    g_place = *where;
+}
+
+/* The minimum over ranks of v (every rank must agree on the backends). */
+static int all_min(int v) {
+    if (g_transport) {
+        double d = v;
+        g_transport->host_allreduce(&d, 1, PL_HOST_MIN, pl_comm_world());
+        return (int)d;
+    }
+    int all = 0;
+    PL_MPI_CHECK(MPI_Allreduce(&v, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    return all;
+}
+
 /* Remove argv[i] (and its value when has_value) in place. */
 static void drop_args(int *argc, char **argv, int i, int n) {
     for (int j = i; j + n <= *argc; j++) argv[j] = argv[j + n];
@@ -77,8 +101,7 @@ static void choose_device(pl_device_kind want, const char *src) {
     else if (gpus == 0 && !why[0]) snprintf(why, sizeof why, "no CUDA device visible");
 #endif
     g_info.gpus_on_node = gpus;
-    int usable = gpus > 0, all_usable = 0;
-    PL_MPI_CHECK(MPI_Allreduce(&usable, &all_usable, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    int usable = gpus > 0, all_usable = g_transport ? 0 : all_min(usable);
     if (want == PL_DEVICE_CUDA) {
         if (!all_usable) {
             if (!usable) pl_log("cannot use --device cuda: %s", why);
@@ -103,13 +126,16 @@ static void choose_device(pl_device_kind want, const char *src) {
 /* NCCL needs a GPU of its own per rank (before NCCL 2.30). */
 static void choose_comm(pl_comm_kind want, const char *src) {
     int own_gpu = g_info.device == PL_DEVICE_CUDA && g_info.local_world <= g_info.gpus_on_node;
-    int all_own = 0;
-    PL_MPI_CHECK(MPI_Allreduce(&own_gpu, &all_own, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    int all_own = g_transport ? 0 : all_min(own_gpu);
     int have_nccl = 0;
 #ifdef PL_HAVE_NCCL
     have_nccl = 1;
 #endif
-    if (want == PL_COMM_NCCL) {
+    if (g_transport) {
+        if (want == PL_COMM_NCCL) pl_usage_error("comm nccl requested (%s) where the referee moves every message", src);
+        g_info.comm = PL_COMM_REFEREE;
+        snprintf(g_info.comm_why, sizeof g_info.comm_why, "graded on the cpu: the referees move and count every message");
+    } else if (want == PL_COMM_NCCL) {
         if (!have_nccl) pl_usage_error("comm nccl requested (%s) but this build has no NCCL", src);
         if (g_info.device != PL_DEVICE_CUDA)
             pl_usage_error("comm nccl requested (%s) needs --device cuda", src);
@@ -191,16 +217,19 @@ static void report_guards(void) {
     if (n) pl_log("memory check: %zu allocation(s) written outside their bounds:\n%s", n, report);
 }
 
-void pl_init(int *argc, char ***argv) {
-    if (g_initialised) return;
+/* Rank, world and the node's ranks from MPI (or from the transport, which has no MPI). */
+static void place_rank(int *argc, char ***argv) {
+    if (g_transport) {
+        g_info.rank = g_place.rank, g_info.world = g_place.world;
+        g_info.local_rank = g_place.local_rank, g_info.local_world = g_place.local_world;
+        g_info.nodes = g_place.nodes;
+        return;
+    }
     int inited = 0;
     PL_MPI_CHECK(MPI_Initialized(&inited));
     if (!inited) PL_MPI_CHECK(MPI_Init(argc, argv));
     PL_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_info.rank));
     PL_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &g_info.world));
-    pl_install_crash_handlers();
-    setvbuf(stdout, NULL, _IOLBF, 0);
-
     MPI_Comm local;
     PL_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_info.rank, MPI_INFO_NULL, &local));
     PL_MPI_CHECK(MPI_Comm_rank(local, &g_info.local_rank));
@@ -209,6 +238,13 @@ void pl_init(int *argc, char ***argv) {
     PL_MPI_CHECK(MPI_Comm_free(&local));
     int leader = g_info.local_rank == 0;
     PL_MPI_CHECK(MPI_Allreduce(&leader, &g_info.nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+}
+
+void pl_init(int *argc, char ***argv) {
+    if (g_initialised) return;
+    place_rank(argc, argv);
+    pl_install_crash_handlers();
+    setvbuf(stdout, NULL, _IOLBF, 0);
     gethostname(g_info.host, sizeof g_info.host - 1);
 
     /* Harness flags: command line wins over the environment. */
@@ -221,6 +257,9 @@ void pl_init(int *argc, char ***argv) {
     const char *dev_src = dev_flag ? "--device" : "PL_DEVICE";
     const char *comm_src = comm_flag ? "--comm" : "PL_COMM";
     pl_device_kind want_dev = parse_device(dev_flag ? dev_flag : dev_env, dev_src);
+    if (g_transport && want_dev == PL_DEVICE_CUDA)
+        pl_usage_error("device cuda requested (%s) where the referee moves every message (the cpu device only)", dev_src);
+    if (g_transport) want_dev = PL_DEVICE_CPU;
     pl_comm_kind want_comm = parse_comm(comm_flag ? comm_flag : comm_env, comm_src);
 
     const char *seed_s = seed_flag ? seed_flag : getenv("PL_SEED");
@@ -262,6 +301,7 @@ void pl_init(int *argc, char ***argv) {
 #else
     pl_cb = &pl_comm_mpi;
 #endif
+    if (g_transport) pl_cb = g_transport;
     /* The hooks that let a lower layer reach a higher one at run time (pl_internal.h). */
     pl_trace_set_region_hooks(pl_dev->region_begin, pl_dev->region_end);
     pl_watchdog_set_hooks(pl_cb->poll, pl_cb->abort);
@@ -273,7 +313,8 @@ void pl_init(int *argc, char ***argv) {
     pl_sym_setup();
     set_checks();
     /* Align the trace clocks of all ranks at a common point. */
-    PL_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    if (g_transport) g_transport->barrier(pl_comm_world());
+    else PL_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     pl_trace_start_clock();
     g_initialised = 1;
 }
@@ -345,5 +386,5 @@ void pl_finalize(void) {
     if (pl_dev->finalize) pl_dev->finalize();
     free_progress_board();
     g_initialised = 0;
-    PL_MPI_CHECK(MPI_Finalize());
+    if (!g_transport) PL_MPI_CHECK(MPI_Finalize());
 }

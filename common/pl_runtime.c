@@ -33,7 +33,7 @@ const char *pl_device_name(pl_device_kind k) {
     return k == PL_DEVICE_CUDA ? "cuda" : k == PL_DEVICE_CPU ? "cpu" : "auto";
 }
 const char *pl_comm_name(pl_comm_kind k) {
-    return k == PL_COMM_NCCL ? "nccl" : k == PL_COMM_MPI ? "mpi" : "auto";
+    return k == PL_COMM_NCCL ? "nccl" : k == PL_COMM_MPI ? "mpi" : k == PL_COMM_REFEREE ? "referee" : "auto";
 }
 
 static void vlog(const char *fmt, va_list ap) {

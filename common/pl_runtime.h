@@ -24,7 +24,9 @@ extern "C" {
 #endif
 
 typedef enum { PL_DEVICE_AUTO = 0, PL_DEVICE_CPU, PL_DEVICE_CUDA } pl_device_kind;
-typedef enum { PL_COMM_AUTO = 0, PL_COMM_MPI, PL_COMM_NCCL } pl_comm_kind;
+/* PL_COMM_REFEREE: a graded cpu run's transport, where the rank's referee moves and counts
+ * every message (grader/player/transport.c); never chosen by --comm. */
+typedef enum { PL_COMM_AUTO = 0, PL_COMM_MPI, PL_COMM_NCCL, PL_COMM_REFEREE } pl_comm_kind;
 
 /* Exit codes shared by every ParaLab program and read by the grader. */
 enum {

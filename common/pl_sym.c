@@ -29,6 +29,11 @@ static void choose(void) {
     bool own_gpu = in->local_world <= in->gpus_on_node;
     double all_own = own_gpu ? 1 : 0;
     pl_host_allreduce(&all_own, 1, PL_HOST_MIN, NULL);
+    if (in->comm == PL_COMM_REFEREE) { /* no MPI in this process: no RMA windows */
+        g_sb = NULL;
+        snprintf(g_why, sizeof g_why, "none: the referees move every message of this run (no MPI windows)");
+        return;
+    }
     if (in->device != PL_DEVICE_CUDA) {
         if (want && *want && strcmp(want, "mpi-rma") != 0)
             pl_usage_error("PL_SYM=%s: the cpu device has only mpi-rma", want);
@@ -61,6 +66,7 @@ static void choose(void) {
  * needs it, which every rank makes (an allocation, a barrier): most programs never do. */
 static bool g_started;
 static void ensure(void) {
+    if (!g_sb && g_why[0]) pl_fatal(__FILE__, __LINE__, "pl_sym", g_why);
     PL_CHECK(g_sb != NULL, "pl_sym_* before pl_init");
     if (g_started) return;
     g_sb->init();

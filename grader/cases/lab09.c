@@ -135,6 +135,7 @@ static const drv_lab LAB = {
     .modes = MODES,
     .init = DRV_R(lab9_init),
     .player_init = DRV_P(lab9_player_init),
+    .player_mpi = true, /* symmetric memory: MPI windows the player maps itself */
 };
 
 int main(int argc, char **argv) { return drv_main(&LAB, argc, argv); }

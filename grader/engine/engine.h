@@ -145,6 +145,8 @@ typedef struct {
     metric_phrase phrase;         // how the summary states it
     bool min_bytes;               // `min-bytes` applies (cases below it are ignored)
     bool players_word;            // counted inside the student's process, not by the referee
+    bool traffic;                 // ... unless every case says the referees moved and counted
+                                  // it (result field counted_by_referee = 1)
 } perf_metric;
 
 const perf_metric *metric_find(const char *keyword);
@@ -466,6 +468,7 @@ typedef struct {
     char *output;         // the failed public cases and their reasons, for results.json
     char *hidden_output;  // the failed hidden cases (instructor only), or NULL
     int hidden_failed;
+    bool players_word;    // perf: rests on what the student's process counted (docs/grader.md)
 } item_score;
 
 typedef struct {

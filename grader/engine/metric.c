@@ -14,13 +14,13 @@
 #include "engine.h"
 
 static const perf_metric METRICS[] = {
-    /* keyword   fields                            value            aggregate      phrase            min-bytes players-word */
-    {"bytes",   {"bytes_ratio", NULL},             METRIC_FIELD,    METRIC_WORST,  SAY_TIMES_OPTIMUM, false, true},
-    {"msgs",    {"msgs_optimal", "msgs_per_rank"}, METRIC_QUOTIENT, METRIC_WORST,  SAY_TIMES_OPTIMUM, false, true},
-    {"speed",   {"speed_ratio", NULL},             METRIC_FIELD,    METRIC_MEDIAN, SAY_OF_LIBRARY,    true,  false},
-    {"bubble",  {"bubble_ratio", NULL},            METRIC_FIELD,    METRIC_WORST,  SAY_TIMES_OPTIMUM, false, true},
-    {"memory",  {"memory_ratio", NULL},            METRIC_FIELD,    METRIC_WORST,  SAY_TIMES_OPTIMUM, false, true},
-    {"traffic", {"traffic_ratio", NULL},           METRIC_FIELD,    METRIC_WORST,  SAY_TIMES_OPTIMUM, false, true},
+    /* keyword   fields                            value            aggregate      phrase            min-bytes players-word traffic */
+    {"bytes",   {"bytes_ratio", NULL},             METRIC_FIELD,    METRIC_WORST,  SAY_TIMES_OPTIMUM, false, true,  true},
+    {"msgs",    {"msgs_optimal", "msgs_per_rank"}, METRIC_QUOTIENT, METRIC_WORST,  SAY_TIMES_OPTIMUM, false, true,  true},
+    {"speed",   {"speed_ratio", NULL},             METRIC_FIELD,    METRIC_MEDIAN, SAY_OF_LIBRARY,    true,  false, false},
+    {"bubble",  {"bubble_ratio", NULL},            METRIC_FIELD,    METRIC_WORST,  SAY_TIMES_OPTIMUM, false, true,  false},
+    {"memory",  {"memory_ratio", NULL},            METRIC_FIELD,    METRIC_WORST,  SAY_TIMES_OPTIMUM, false, true,  false},
+    {"traffic", {"traffic_ratio", NULL},           METRIC_FIELD,    METRIC_WORST,  SAY_TIMES_OPTIMUM, false, true,  true},
 };
 #define N_METRICS (sizeof METRICS / sizeof METRICS[0])
 

@@ -133,7 +133,7 @@ static bool write_gradescope(int dirfd, const char *dir, const char *lab, const 
     cJSON *tests = cJSON_AddArrayToObject(root, "tests");
     for (int i = 0; i < g->n_items; i++) {
         const item_score *s = &g->items[i];
-        bool word = s->item->kind == ITEM_PERF && s->item->metric && s->item->metric->players_word;
+        bool word = s->item->kind == ITEM_PERF && s->players_word;
         char *out = xasprintf("%s\n%s%s", s->why, s->output,
                               word ? "evidence: counted inside the student's own process (its own word, not yet "
                                      "checked from outside it: docs/grader.md, threat model)\n"

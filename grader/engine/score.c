@@ -156,8 +156,14 @@ static void score_perf(item_score *s, const rubric *r, const case_list *cases)
     const strlist *globs = it->globs.count ? &it->globs : &parent->globs;
     double *values = xmalloc((size_t)(cases->count ? cases->count : 1) * sizeof *values);
     int n = 0;
+    bool referee_counted = true;
     for (int i = 0; i < cases->count; i++)
-        if (item_selects(globs, &cases->v[i]) && metric_case_value(m, &cases->v[i], it->min_bytes, &values[n])) n++;
+        if (item_selects(globs, &cases->v[i]) && metric_case_value(m, &cases->v[i], it->min_bytes, &values[n])) {
+            double by = 0;
+            referee_counted &= case_number(&cases->v[i], "counted_by_referee", &by) && by == 1;
+            n++;
+        }
+    s->players_word = m->players_word && !(m->traffic && n > 0 && referee_counted);
 
     if (n == 0) {
         char *size = size_text(it->min_bytes), *fields = metric_fields_text(m);

@@ -21,6 +21,7 @@
 #include "pl_internal.h" // defines: pl_mem_reset_peak
 #include "pl_memcheck.h" // defines: pl_mem_mark, pl_mem_check_guards, pl_mem_leak_report
 #include "runner.h"
+#include "transport.h"
 
 static unsigned char *g_region;
 static uint64_t g_region_bytes;
@@ -134,11 +135,16 @@ void drv_measure_slot(drv_case *c, const char *name, void (*fn)(void *), void *a
     pl_metrics m0;
     pl_wire w0;
     pl_device_sync();
+    int slot = -1;
+    slot_find(c->slots, name, &slot);
+    bool marked = pl_info()->comm == PL_COMM_REFEREE;
+    if (marked) transport_mark(slot, false);
     pl_metrics_get(&m0);
     pl_wire_get(&w0);
     k.mem_before = (int64_t)pl_mem_in_use();
     fn(arg);
     pl_device_sync();
+    if (marked) transport_mark(slot, true);
     pl_metrics_get(&k.m);
     pl_wire_get(&k.wire);
     k.mem_after = (int64_t)pl_mem_in_use();
@@ -286,10 +292,44 @@ static int run_mode(void) {
     pl_usage_error("--run: this lab has no mode '%s' (try --modes)", g_flags.run_mode);
 }
 
+static void map_region(void) {
+    struct stat st;
+    if (fstat(WIRE_FD_SHM, &st) != 0 || st.st_size <= (off_t)WIRE_HEADER_BYTES)
+        pl_fatal(__FILE__, __LINE__, "the shared region", "missing or too small");
+    g_region_bytes = (uint64_t)st.st_size;
+    void *p = mmap(NULL, g_region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, WIRE_FD_SHM, 0);
+    if (p == MAP_FAILED) pl_fatal(__FILE__, __LINE__, "mmap(the shared region)", strerror(errno));
+    g_region = p;
+    const wire_header *h = p;
+    if (h->magic != WIRE_MAGIC || h->version != WIRE_VERSION)
+        pl_fatal(__FILE__, __LINE__, "the shared region", "not the referee's (another version?)");
+}
+
+/* PL_TRANSPORT=referee (set by the referee): it moves every message; PL_PLACE says where
+ * this rank sits ("rank,world,local_rank,local_world,nodes"). */
+static bool referee_moves(void) {
+    const char *t = getenv("PL_TRANSPORT"), *where = getenv("PL_PLACE");
+    if (!t || strcmp(t, "referee") != 0) return false;
+    pl_transport_place pl;
+    if (!where || sscanf(where, "%d,%d,%d,%d,%d", &pl.rank, &pl.world, &pl.local_rank, &pl.local_world, &pl.nodes) != 5 ||
+        pl.world < 1 || pl.rank < 0 || pl.rank >= pl.world)
+        pl_fatal(__FILE__, __LINE__, "PL_PLACE", "the referee's transport needs rank,world,local_rank,local_world,nodes");
+    struct stat st;
+    if (fstat(WIRE_FD_ARENA, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < (1 << 20))
+        pl_fatal(__FILE__, __LINE__, "the transport's arena", "missing or too small (start the driver, not the player)");
+    void *a = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, WIRE_FD_ARENA, 0);
+    if (a == MAP_FAILED) pl_fatal(__FILE__, __LINE__, "mmap(the transport's arena)", strerror(errno));
+    transport_attach(a, (uint64_t)st.st_size);
+    pl_use_transport(&pl_comm_referee, &pl);
+    return true;
+}
+
 int drv_main(const drv_lab *lab, int argc, char **argv) {
     g_lab = lab;
     if (lab->defaults) g_opt = *lab->defaults;
     bool by_referee = refereed();
+    if (by_referee) map_region();
+    bool own_mpi = !(by_referee && referee_moves());
     pl_init(&argc, &argv);
     parse_flags(argc, argv);
     if (g_flags.help) {
@@ -310,23 +350,13 @@ int drv_main(const drv_lab *lab, int argc, char **argv) {
         pl_finalize();
         return rc;
     }
-    struct stat st;
-    if (fstat(WIRE_FD_SHM, &st) != 0 || st.st_size <= (off_t)WIRE_HEADER_BYTES)
-        pl_fatal(__FILE__, __LINE__, "the shared region", "missing or too small");
-    g_region_bytes = (uint64_t)st.st_size;
-    void *p = mmap(NULL, g_region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, WIRE_FD_SHM, 0);
-    if (p == MAP_FAILED) pl_fatal(__FILE__, __LINE__, "mmap(the shared region)", strerror(errno));
-    g_region = p;
-    const wire_header *h = p;
-    if (h->magic != WIRE_MAGIC || h->version != WIRE_VERSION)
-        pl_fatal(__FILE__, __LINE__, "the shared region", "not the referee's (another version?)");
     g_cuda = pl_info()->device == PL_DEVICE_CUDA;
     wire_ready r = {.rank = pl_rank(), .world = pl_world(), .device = pl_info()->device, .comm = pl_info()->comm};
     snprintf(r.device_why, sizeof r.device_why, "%s", pl_info()->device_why);
     snprintf(r.comm_why, sizeof r.comm_why, "%s", pl_info()->comm_why);
     if (!wire_send(WIRE_FD_CTL, REP_READY, 0, &r, sizeof r)) return PL_EXIT_FATAL;
     /* from here on, student code may run: confine first */
-    if (!getenv("PL_NO_SECCOMP") && !confine_play(getpid(), g_cuda))
+    if (!getenv("PL_NO_SECCOMP") && !confine_play(getpid(), g_cuda, own_mpi))
         pl_fatal(__FILE__, __LINE__, "seccomp (the play filter)", strerror(errno));
     int rc = serve();
     if (g_inst.test) on_release();

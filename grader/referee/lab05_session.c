@@ -292,6 +292,7 @@ static void check_traffic(drv_case *c, const lab5_referee *R, const lab5_session
         drv_note(c, "1 rank: nothing crosses (counted: %.0f bytes)", total(&se->m_prompt) + total(&se->m_decode));
         return;
     }
+    drv_traffic_from_player(c); /* the session's own records of its prompt and decode */
     drv_traffic tp, td, gp = drv_traffic_of(&se->m_prompt), gd = drv_traffic_of(&se->m_decode);
     rl_expect_traffic(R, mode, se->cuts, R->me, sc->P, 1, sc->P, &tp);
     rl_expect_traffic(R, mode, se->cuts, R->me, sc->B, sc->B, sc->B, &td);

@@ -381,6 +381,7 @@ void l7_check_traffic(drv_case *c, const l7_lab *L, const l7_out *o, const l7_cf
     /* in ZeRO's units: S of a reduce-scatter or all-gather of Ψ counts Ψ; DDP moves 2Ψ */
     double pb = cfg->param == L7_BF16 ? 2 : 4, per_step = o->rec.nsteps ? moved / o->rec.nsteps : 0;
     drv_num(c, "traffic_psi", per_step / pb / (double)L->model.numel);
+    drv_traffic_from_player(c); /* the steps' records the player kept */
     drv_num(c, "traffic_ratio", moved > 0 ? fmin(1.0, optimum / moved) : 0);
     if (why[0]) drv_fail(c, "%s", why);
 }

@@ -4,6 +4,8 @@
  * player or a channel that breaks the protocol ends the referee here. */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,7 +16,7 @@
 
 #include "referee.h"
 
-referee_state g_ref = {.engine_fd = -1, .ctl_fd = -1, .region_fd = -1};
+referee_state g_ref = {.engine_fd = -1, .ctl_fd = -1, .region_fd = -1, .arena_fd = -1};
 
 /* One record: the JSON, a tab, its signature (SipHash-2-4 of the record's number and the
  * JSON under the run's key, 16 hex digits), a newline. */
@@ -77,11 +79,47 @@ PL_NORETURN void player_gone(void) {
     _exit(code);
 }
 
+/* The referees' transport: while the player computes or waits, its requests are posted and
+ * MPI is progressed; with requests in flight the loop spins (yielding the core now and then,
+ * as MPI's own waits do), with none it sleeps on the socket. */
+int player_recv(wire_msg *m, void **payload, uint64_t max) {
+    if (!transport_on()) return wire_recv(g_ref.ctl_fd, m, payload, max);
+    uint64_t cap = max > sizeof(xfer_req) + WIRE_XFER_INLINE_MAX ? max : sizeof(xfer_req) + WIRE_XFER_INLINE_MAX;
+    unsigned idle = 0;
+    for (;;) {
+        bool busy = transport_busy();
+        struct pollfd p = {.fd = g_ref.ctl_fd, .events = POLLIN};
+        int r = poll(&p, 1, busy ? 0 : -1); /* MPI's schedules advance only when tested */
+        if (r < 0 && errno != EINTR) player_gone();
+        if (r > 0) {
+            int got = wire_recv(g_ref.ctl_fd, m, payload, cap);
+            if (got != 1) return got;
+            if (m->cmd != REP_XFER) {
+                if (m->len > max) {
+                    free(*payload);
+                    *payload = NULL;
+                    return -1;
+                }
+                return got;
+            }
+            int sent = 1;
+            const char *why = transport_request(*payload, m->len, &sent);
+            free(*payload);
+            *payload = NULL;
+            if (why) referee_tampered("%s", why);
+            if (!sent) player_gone();
+            idle = 0;
+        }
+        if (!transport_progress()) player_gone();
+        if (busy && ++idle % 16 == 0) sched_yield();
+    }
+}
+
 void player_command(uint32_t cmd, uint32_t arg) {
     if (!wire_send(g_ref.ctl_fd, cmd, arg, NULL, 0)) player_gone();
     wire_msg m;
     void *payload = NULL;
-    int got = wire_recv(g_ref.ctl_fd, &m, &payload, 0);
+    int got = player_recv(&m, &payload, 0);
     if (got == 0) player_gone();
     if (got < 0 || m.cmd != REP_DONE)
         referee_tampered("the player answered command %u with something else than its reply", cmd);

@@ -27,6 +27,7 @@
 #include "referee.h"
 
 static int g_cases_run, g_cases_failed;
+static char **g_player_argv; /* the player's command line (its --device decides the transport) */
 static char g_player_backends[64] = "device ?, comm ?";
 
 /* ================================================================================== */
@@ -113,13 +114,29 @@ static char *player_path(void) {
  * checks (docs/harness.md): deferred streams on the cpu device, so that a missing wait or a
  * wrong stream gives a wrong result as it would on a GPU, and red zones around every
  * pl_malloc. */
+/* Where the referees move the messages, the player gets no launcher at all: nothing of Open
+ * MPI's, PMIx's or the PMI's environment (it could not reach the launcher's services even
+ * with it: its filter allows no socket), its place in PL_PLACE, and the cpu device. */
+static bool launcher_var(const char *e) {
+    static const char *const prefixes[] = {"OMPI_", "PMIX_", "PMI_", "OPAL_", "PRTE_", "ORTE_", "SLURM_", "HYDRA_", NULL};
+    for (const char *const *p = prefixes; *p; p++)
+        if (!strncmp(e, *p, strlen(*p))) return true;
+    return false;
+}
+
+static char g_place[96];
+
 static char **player_env(void) {
     size_t n = 0;
     while (environ[n]) n++;
-    char **env = calloc(n + 5, sizeof *env);
+    char **env = calloc(n + 8, sizeof *env);
     PL_CHECK(env != NULL, "out of host memory");
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
+        if (g_ref.transport && (launcher_var(environ[i]) || !strncmp(environ[i], "PL_DEVICE=", 10) ||
+                                !strncmp(environ[i], "PL_COMM=", 8) || !strncmp(environ[i], "PL_TRANSPORT=", 13) ||
+                                !strncmp(environ[i], "PL_PLACE=", 9)))
+            continue;
         if (!strncmp(environ[i], "PL_RESULTS_", 11) || !strncmp(environ[i], "PL_SEED=", 8) ||
             (g_ref.graded && !strncmp(environ[i], "PL_NO_SECCOMP=", 14)) ||
             !strncmp(environ[i], "OMPI_MCA_btl_vader_single_copy_mechanism=", 41) ||
@@ -128,8 +145,14 @@ static char **player_env(void) {
             continue;
         env[k++] = environ[i];
     }
-    env[k++] = "OMPI_MCA_btl_vader_single_copy_mechanism=none";
-    env[k++] = "OMPI_MCA_shmem=sysv";
+    if (g_ref.transport) {
+        env[k++] = "PL_TRANSPORT=referee";
+        env[k++] = "PL_DEVICE=cpu";
+        env[k++] = g_place;
+    } else {
+        env[k++] = "OMPI_MCA_btl_vader_single_copy_mechanism=none";
+        env[k++] = "OMPI_MCA_shmem=sysv";
+    }
     if (g_ref.graded) {
         env[k++] = "PL_STREAMS=deferred";
         env[k++] = "PL_CHECKED=1";
@@ -175,14 +198,16 @@ static void spawn_player(char **args) {
     pid_t pid = fork();
     if (pid < 0) pl_fatal(__FILE__, __LINE__, "fork(player)", strerror(errno));
     if (pid == 0) {
-        /* the player dies with its referee, and sees only stdio, the control socket (3)
-         * and the region (4) */
+        /* the player dies with its referee, and sees only stdio, the control socket (3),
+         * the region (4) and, where the referees move its messages, the arena (5) */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent) _exit(127);
         /* out of the way first: either may sit on 3 or 4 already */
         int ctl = fcntl(sv[1], F_DUPFD, 16), shm = fcntl(g_ref.region_fd, F_DUPFD, 16);
+        int arena = g_ref.arena_fd >= 0 ? fcntl(g_ref.arena_fd, F_DUPFD, 16) : -1;
         if (ctl < 0 || shm < 0 || dup2(ctl, WIRE_FD_CTL) < 0 || dup2(shm, WIRE_FD_SHM) < 0) _exit(127);
-        for (int fd = WIRE_FD_SHM + 1; fd < 1024; fd++) close(fd);
+        if (g_ref.arena_fd >= 0 && (arena < 0 || dup2(arena, WIRE_FD_ARENA) < 0)) _exit(127);
+        for (int fd = g_ref.arena_fd >= 0 ? WIRE_FD_ARENA + 1 : WIRE_FD_SHM + 1; fd < 1024; fd++) close(fd);
         if (!confine_startup(getpid(), path)) {
             fprintf(stderr, "[rank %d] referee: cannot confine the player: %s\n", g_ref.rank, strerror(errno));
             _exit(PL_EXIT_FATAL);
@@ -206,7 +231,7 @@ static void play(drv_case *c) {
     for (;;) {
         wire_msg m;
         void *payload = NULL;
-        int got = wire_recv(g_ref.ctl_fd, &m, &payload, 0);
+        int got = player_recv(&m, &payload, 0);
         if (got == 0) player_gone();
         if (got > 0 && m.cmd == REP_DONE) return;
         if (got < 0 || m.cmd != REP_INTERLUDE || !c->inst->test->interlude)
@@ -221,7 +246,7 @@ static void play(drv_case *c) {
 static void player_ready(void) {
     wire_msg m;
     void *payload = NULL;
-    int got = wire_recv(g_ref.ctl_fd, &m, &payload, sizeof(wire_ready));
+    int got = player_recv(&m, &payload, sizeof(wire_ready));
     if (got == 0) player_gone();
     if (got < 0) referee_tampered("the player did not start as a player");
     wire_ready r;
@@ -240,6 +265,15 @@ static void player_ready(void) {
 
 static int player_exit(void) {
     if (!wire_send(g_ref.ctl_fd, CMD_EXIT, 0, NULL, 0)) player_gone();
+    /* its finalize may still need the referees' transport (a trace gathered to rank 0):
+     * served until it closes the socket */
+    for (int got = 1; transport_on() && got != 0;) {
+        wire_msg m;
+        void *payload = NULL;
+        got = player_recv(&m, &payload, 0);
+        free(payload);
+        if (got > 0) referee_tampered("the player sent a reply after its exit command");
+    }
     int st = 0;
     pid_t r;
     do r = waitpid(g_ref.player, &st, 0);
@@ -270,6 +304,7 @@ static void emit(drv_case *c) {
     cJSON_AddStringToObject(o, "group", c->inst->group);
     cJSON_AddNumberToObject(o, "np", c->world);
     cJSON_AddStringToObject(o, "verdict", verdict_name(c->verdict));
+    if (g_ref.transport && c->ran && !c->players_word) cJSON_AddNumberToObject(o, "counted_by_referee", 1);
     const char *msg = c->verdict != DRV_PASS ? c->msg : c->note;
     if (msg[0]) cJSON_AddStringToObject(o, "message", msg);
     engine_record(o);
@@ -278,6 +313,8 @@ static void emit(drv_case *c) {
     else if (!g_lab->after_case)
         drv_print("%-9s %s%s%s\n", verdict_name(c->verdict), c->name, msg[0] ? "  " : "", msg);
 }
+
+static void moved_during(drv_case *c, const transport_counts *k0);
 
 static void run_case(const drv_instance *in, int index) {
     const drv_test *t = in->test;
@@ -294,8 +331,12 @@ static void run_case(const drv_instance *in, int index) {
     if (t->play && drv_max(drv_failed(&c)) == 0) {
         slots_publish(&c, index);
         c.ran = true; /* no slot is declared from here on, not even in an interlude */
+        transport_counts k0;
+        transport_counted(&k0);
+        transport_marks_clear();
         play(&c);
         slots_read_report(&c);
+        if (g_ref.transport) moved_during(&c, &k0);
         slots_verify(&c, "the call");
         check_guards(&c, "the call");
     }
@@ -372,6 +413,38 @@ static int finish(int rc) {
     return rc;
 }
 
+/* The referees move the player's messages (transport.c) on the cpu device, unless the lab
+ * needs the player's own MPI or PL_TRANSPORT=mpi asks for the old way (for comparing). The
+ * device is the cpu when asked for, or when `auto` finds no NVIDIA device on this host. */
+static bool referee_moves_messages(const drv_lab *lab) {
+    const char *t = getenv("PL_TRANSPORT");
+    if (lab->player_mpi || (t && !strcmp(t, "mpi"))) return false;
+    if (t && *t && strcmp(t, "referee") != 0) pl_usage_error("PL_TRANSPORT=%s: use referee or mpi", t);
+    const char *dev = NULL;
+    for (char **a = g_player_argv; a && *a; a++) {
+        if (!strcmp(*a, "--device") && a[1]) dev = a[1];
+        else if (!strncmp(*a, "--device=", 9)) dev = *a + 9;
+    }
+    if (!dev) dev = getenv("PL_DEVICE");
+    bool cpu = dev && !strcmp(dev, "cpu");
+    if (!cpu && (!dev || !*dev || !strcmp(dev, "auto"))) cpu = access("/dev/nvidiactl", F_OK) != 0;
+    if (!cpu) return false;
+    static const char *const lr[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", NULL};
+    static const char *const ls[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", NULL};
+    int local_rank = env_int(lr, g_ref.rank), local_world = env_int(ls, g_ref.world);
+    int nodes = local_world > 0 ? (g_ref.world + local_world - 1) / local_world : 1;
+    snprintf(g_place, sizeof g_place, "PL_PLACE=%d,%d,%d,%d,%d", g_ref.rank, g_ref.world, local_rank, local_world, nodes);
+    return true;
+}
+
+/* The case's traffic as the referee moved it, in place of what the player says it did. */
+static void moved_during(drv_case *c, const transport_counts *k0) {
+    transport_counts k, d;
+    transport_counted(&k);
+    transport_since(k0, &k, &d);
+    transport_overwrite(&c->m, &c->wire, &d);
+}
+
 /* The player's command line: ours, without what only the referee reads (the seed). */
 static char **player_args(int argc, char **argv) {
     char **a = calloc((size_t)argc + 1, sizeof *a);
@@ -404,6 +477,7 @@ int drv_main(const drv_lab *lab, int argc, char **argv) {
     bool launched = g_ref.rank >= 0 && g_ref.world >= 1;
     if (!launched) g_ref.rank = 0, g_ref.world = 1;
     char **args = player_args(argc, argv); /* before the harness takes its flags */
+    g_player_argv = args;
     pl_init_local(g_ref.rank, g_ref.world, &argc, &argv);
     parse_flags(argc, argv);
     if (g_flags.help) {
@@ -438,7 +512,10 @@ int drv_main(const drv_lab *lab, int argc, char **argv) {
     if (sock[0]) engine_connect(sock);
     memset(sock, 0, sizeof sock);
     region_open();
+    g_ref.transport = referee_moves_messages(lab);
+    if (g_ref.transport) arena_open();
     spawn_player(args);
+    if (g_ref.transport) transport_start(g_ref.arena, g_ref.arena_bytes, g_ref.ctl_fd);
     player_ready();
     send_plan(&plan);
     for (size_t i = 0; i < plan.n; i++) run_case(&plan.v[i], (int)i);
@@ -451,5 +528,6 @@ int drv_main(const drv_lab *lab, int argc, char **argv) {
      * rank exits non-zero, and would cut it off */
     (void)drv_max(0);
     int prc = player_exit();
+    transport_stop();
     return prc ? prc : rc;
 }

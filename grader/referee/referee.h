@@ -8,8 +8,9 @@
  *   checks.c   tensors, training steps, return codes and traffic against a reference (the
  *              labs' checks, in one message style), the traffic model
  *   verdict.c  verdicts, result fields, cross-rank values, leaks, seeds, tolerance
- *   relay.c    cross-rank values through the players (signed)
+ *   relay.c    cross-rank values through the players (signed), or between the referees
  *   link.c     the engine's channel (signed records) and the player's control socket
+ *   transport.c the player's messages, moved and counted by the referees (cpu device)
  *   confine.c  what the forked child does before it execs the player (seccomp, limits)
  */
 #ifndef PL_REFEREE_H
@@ -33,10 +34,14 @@ typedef struct {
     pid_t player;
     unsigned char *region;              /* the shared region, mapped                      */
     int region_fd;
+    unsigned char *arena;               /* the transport's arena, mapped (transport only)  */
+    uint64_t arena_bytes;
+    int arena_fd;                       /* -1 without the transport                        */
     uint64_t relay_seq;
     bool player_cuda;                   /* the player says it runs the cuda device        */
     int player_device, player_comm;     /* its pl_device_kind, pl_comm_kind (its claim)   */
     const char *current_case;           /* the case being run, for messages; NULL between */
+    bool transport;                     /* the referees move the player's messages        */
 } referee_state;
 extern referee_state g_ref;
 
@@ -49,9 +54,41 @@ PL_NORETURN void player_gone(void);
 /* A command to the player and its reply (REP_DONE); a player that dies or answers
  * anything else ends the referee (its exit code tells the engine what happened). */
 void player_command(uint32_t cmd, uint32_t arg);
+/* The player's next message that is not a transport request (those are served meanwhile):
+ * wire_recv's result. */
+int player_recv(wire_msg *m, void **payload, uint64_t max);
 /* The player broke the protocol or a relay was altered: tell the engine (a signed abort
  * record) and end this referee. */
 PL_NORETURN void referee_tampered(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- transport.c */
+/* What the referee moved for its player: the comm fields of pl_metrics and all of pl_wire. */
+typedef struct {
+    pl_metrics m;
+    pl_wire wire;
+} transport_counts;
+/* Start MPI among the referees and serve the player's requests (its arena, mapped, and its
+ * control socket). */
+void transport_start(unsigned char *arena, uint64_t arena_bytes, int ctl_fd);
+void transport_stop(void);
+bool transport_on(void);
+bool transport_busy(void); /* requests posted and not completed */
+/* One REP_XFER payload: NULL when posted (or answered), else why the player broke the
+ * protocol; *sent = 0 when the answer could not be written. */
+const char *transport_request(const void *payload, uint64_t len, int *sent);
+/* Completions to the player; 0 when it cannot be told. */
+int transport_progress(void);
+void transport_counted(transport_counts *k);
+/* d = k1 - k0 */
+void transport_since(const transport_counts *k0, const transport_counts *k1, transport_counts *d);
+/* The phases the player marked (drv_measure_slot), by slot index: cleared per case; what the
+ * referee moved between a phase's marks, false when it saw no complete pair. */
+void transport_marks_clear(void);
+/* The traffic fields of *m (point-to-point, collectives) and all of *w from d. */
+void transport_overwrite(pl_metrics *m, pl_wire *w, const transport_counts *d);
+bool transport_phase(int slot, transport_counts *moved);
+/* Every referee's bytes, rank r's at r * bytes (MPI between the referees). */
+void transport_allgather(const void *mine, size_t bytes, void *out);
 
 /* ---- checks.c */
 void apply_model(drv_case *c, const drv_model *md);
@@ -67,6 +104,8 @@ uint64_t hand_seed(void);
 
 /* ---- slots.c */
 void region_open(void);
+/* The transport's arena: a memfd as large as the file-size limit allows (WIRE_ARENA_MAX). */
+void arena_open(void);
 void slots_reset(drv_case *c);
 /* Copy the case and its slot table into the region's header, arm the red zones, poison the
  * OUT slots, hash the CONST ones. */

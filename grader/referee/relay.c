@@ -6,7 +6,9 @@
  * the referee's signature - SipHash-2-4 under the run's key of the relay's number, the rank
  * and the bytes - so a player can delay or drop it (a timeout) but not alter, swap or replay
  * it: a contribution that does not check out ends the run as tampered. By hand (no engine)
- * the key is zero: nothing is graded, the signatures only catch accidents. */
+ * the key is zero: nothing is graded, the signatures only catch accidents. Where the
+ * referees move the players' messages (transport.c), they have MPI of their own and the
+ * values go straight between them. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +33,10 @@ static uint64_t sign(const relay_head *h, const void *data) {
 
 void drv_allgather(const void *mine, size_t bytes, void *out) {
     PL_CHECK(bytes <= WIRE_RELAY_MAX, "a relay contribution over 1 MiB");
+    if (transport_on()) { /* the referees have MPI of their own: no player in between */
+        transport_allgather(mine, bytes, out);
+        return;
+    }
     size_t one = sizeof(relay_head) + bytes + sizeof(uint64_t);
     relay_head h = {.seq = g_ref.relay_seq++, .rank = (uint32_t)g_ref.rank, .bytes = (uint32_t)bytes};
     char *blob = malloc(one);

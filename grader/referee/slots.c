@@ -41,6 +41,19 @@ void region_open(void) {
     h->case_index = -1;
 }
 
+void arena_open(void) {
+    struct rlimit fs;
+    g_ref.arena_bytes = WIRE_ARENA_MAX;
+    if (getrlimit(RLIMIT_FSIZE, &fs) == 0 && fs.rlim_cur != RLIM_INFINITY && fs.rlim_cur < g_ref.arena_bytes)
+        g_ref.arena_bytes = (uint64_t)fs.rlim_cur & ~(uint64_t)(WIRE_ALIGN - 1);
+    g_ref.arena_fd = memfd_create("paralab-arena", MFD_CLOEXEC);
+    if (g_ref.arena_fd < 0) pl_fatal(__FILE__, __LINE__, "memfd_create(arena)", strerror(errno));
+    if (ftruncate(g_ref.arena_fd, (off_t)g_ref.arena_bytes) != 0) pl_fatal(__FILE__, __LINE__, "ftruncate(arena)", strerror(errno));
+    void *p = mmap(NULL, g_ref.arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, g_ref.arena_fd, 0);
+    if (p == MAP_FAILED) pl_fatal(__FILE__, __LINE__, "mmap(arena)", strerror(errno));
+    g_ref.arena = p;
+}
+
 static slot_table *table(drv_case *c) { return c->slots; }
 
 void slots_reset(drv_case *c) {
@@ -212,8 +225,17 @@ drv_counters drv_counters_of(drv_case *c, const char *name) {
     PL_CHECK(drv_slot_bytes(c, name) >= sizeof k, "drv_counters_of: not a slot of drv_counters_slot");
     memcpy(&k, drv_slot_host(c, name), sizeof k);
     if (k.measured != 1) memset(&k, 0, sizeof k);
+    if (k.measured && transport_on()) { /* the traffic between the phase's marks, as moved */
+        int i = -1;
+        slot_find(table(c), name, &i);
+        transport_counts moved;
+        if (!transport_phase(i, &moved)) memset(&moved, 0, sizeof moved);
+        transport_overwrite(&k.m, &k.wire, &moved);
+    }
     return k;
 }
+
+void drv_traffic_from_player(drv_case *c) { c->players_word = true; }
 
 bool drv_use_counters(drv_case *c, const char *name) {
     drv_counters k = drv_counters_of(c, name);

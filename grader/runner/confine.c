@@ -232,6 +232,11 @@ static const long k_play_allowed[] = {
 #ifdef __NR_rseq
     __NR_rseq,
 #endif
+};
+
+/* What the player's own MPI needs besides (not granted where the referee moves the
+ * messages: that player has only its control socket, already open). */
+static const long k_play_mpi[] = {
     /* MPI between processes: shared memory polled, and sockets (the TCP transport between
      * nodes connects on first use) */
     __NR_socket, __NR_connect, __NR_accept4, __NR_sendto, __NR_recvfrom, __NR_sendmsg, __NR_recvmsg,
@@ -248,7 +253,37 @@ static const long k_play_allowed[] = {
 #endif
 };
 
-bool confine_play(pid_t self, bool device_files) {
+/* The end of the play filter, whatever transport: fcntl by command, code mappings, files. */
+static void emit_play_tail(prog *pp, bool device_files) {
+    /* fcntl: descriptor flags, status flags, locks, duplicates: what a C library and MPI
+     * use. Never the owner or signal of a descriptor (F_SETOWN, F_SETOWN_EX, F_SETSIG: with
+     * O_ASYNC on the control socket the kernel would signal the referee), leases or
+     * directory notifications. */
+    static const uint32_t fcntl_cmds[] = {0 /* F_DUPFD */,      1 /* F_GETFD */,         2 /* F_SETFD */,
+                                          3 /* F_GETFL */,      4 /* F_SETFL */,         5 /* F_GETLK */,
+                                          6 /* F_SETLK */,      7 /* F_SETLKW */,        36 /* F_OFD_GETLK */,
+                                          37 /* F_OFD_SETLK */, 38 /* F_OFD_SETLKW */,   1030 /* F_DUPFD_CLOEXEC */,
+                                          1032 /* F_GETPIPE_SZ */, 1034 /* F_GET_SEALS */};
+    rule_arg_in(pp, __NR_fcntl, 1, 0, fcntl_cmds, (int)(sizeof fcntl_cmds / sizeof fcntl_cmds[0]), ERRNO(EPERM));
+    if (device_files) { /* the CUDA driver talks to its device files and may open them */
+        rule(pp, __NR_mmap, SECCOMP_RET_ALLOW); /* and maps kernels it loads as code */
+        rule(pp, __NR_mprotect, SECCOMP_RET_ALLOW);
+        rule(pp, __NR_ioctl, SECCOMP_RET_ALLOW);
+        rule(pp, __NR_openat, SECCOMP_RET_ALLOW);
+    } else {
+        /* no new code once the student's code runs: every library is mapped by then, so no
+         * mapping made or changed from here on may be executable (PROT_EXEC, 0x4) */
+        rule_arg_bits(pp, __NR_mmap, 2, 0x4, false, ERRNO(EPERM));
+        rule_arg_bits(pp, __NR_mprotect, 2, 0x4, false, ERRNO(EPERM));
+        rule(pp, __NR_openat, ERRNO(EACCES));
+#ifdef __NR_open
+        rule(pp, __NR_open, ERRNO(EACCES));
+#endif
+    }
+    emit(pp, RET(ERRNO(EPERM)));
+}
+
+bool confine_play(pid_t self, bool device_files, bool own_mpi) {
     prog p;
     start(&p);
     signals_to_self(&p, self);
@@ -260,6 +295,12 @@ bool confine_play(pid_t self, bool device_files) {
 #endif
     for (size_t i = 0; i < sizeof k_play_allowed / sizeof k_play_allowed[0]; i++)
         rule(&p, k_play_allowed[i], SECCOMP_RET_ALLOW);
+    if (!own_mpi) { /* no socket, no segment, no file removed: only the referee's channel */
+        emit_play_tail(&p, device_files);
+        return install(&p);
+    }
+    for (size_t i = 0; i < sizeof k_play_mpi / sizeof k_play_mpi[0]; i++)
+        rule(&p, k_play_mpi[i], SECCOMP_RET_ALLOW);
     /* Symmetric memory made while the student's code runs (pl_sym_malloc: Open MPI's
      * MPI_Win_allocate_shared) needs a segment every rank of the node maps. Open MPI's
      * default makes it a file in /dev/shm, which open() may not; the referee starts the
@@ -273,31 +314,6 @@ bool confine_play(pid_t self, bool device_files) {
     rule(&p, __NR_shmdt, SECCOMP_RET_ALLOW);
     static const uint32_t shmctl_cmds[] = {0 /* IPC_RMID */};
     rule_arg_in(&p, __NR_shmctl, 1, 0x100 /* IPC_64, which some C libraries add */, shmctl_cmds, 1, ERRNO(EPERM));
-    /* fcntl: descriptor flags, status flags, locks, duplicates: what a C library and MPI
-     * use. Never the owner or signal of a descriptor (F_SETOWN, F_SETOWN_EX, F_SETSIG: with
-     * O_ASYNC on the control socket the kernel would signal the referee), leases or
-     * directory notifications. */
-    static const uint32_t fcntl_cmds[] = {0 /* F_DUPFD */,      1 /* F_GETFD */,         2 /* F_SETFD */,
-                                          3 /* F_GETFL */,      4 /* F_SETFL */,         5 /* F_GETLK */,
-                                          6 /* F_SETLK */,      7 /* F_SETLKW */,        36 /* F_OFD_GETLK */,
-                                          37 /* F_OFD_SETLK */, 38 /* F_OFD_SETLKW */,   1030 /* F_DUPFD_CLOEXEC */,
-                                          1032 /* F_GETPIPE_SZ */, 1034 /* F_GET_SEALS */};
-    rule_arg_in(&p, __NR_fcntl, 1, 0, fcntl_cmds, (int)(sizeof fcntl_cmds / sizeof fcntl_cmds[0]), ERRNO(EPERM));
-    if (device_files) { /* the CUDA driver talks to its device files and may open them */
-        rule(&p, __NR_mmap, SECCOMP_RET_ALLOW); /* and maps kernels it loads as code */
-        rule(&p, __NR_mprotect, SECCOMP_RET_ALLOW);
-        rule(&p, __NR_ioctl, SECCOMP_RET_ALLOW);
-        rule(&p, __NR_openat, SECCOMP_RET_ALLOW);
-    } else {
-        /* no new code once the student's code runs: every library is mapped by then, so no
-         * mapping made or changed from here on may be executable (PROT_EXEC, 0x4) */
-        rule_arg_bits(&p, __NR_mmap, 2, 0x4, false, ERRNO(EPERM));
-        rule_arg_bits(&p, __NR_mprotect, 2, 0x4, false, ERRNO(EPERM));
-        rule(&p, __NR_openat, ERRNO(EACCES));
-#ifdef __NR_open
-        rule(&p, __NR_open, ERRNO(EACCES));
-#endif
-    }
-    emit(&p, RET(ERRNO(EPERM)));
+    emit_play_tail(&p, device_files);
     return install(&p);
 }

@@ -120,6 +120,8 @@ typedef struct drv_case {
     void *state;              /* this side's own: drv_state(); freed by the runner        */
     int rank, world;
     bool ran;                 /* (R) the player ran play(): setup passed on every rank    */
+    bool players_word;        /* (R) its traffic figures come from the player's own records
+                                 (drv_traffic_from_player), not from what the referees moved */
     /* (R) What the player reported about play(): its own counters, from its own memory.
      * A hostile player can fake these; docs/grader.md lists the rubric items they feed. */
     pl_metrics m;
@@ -248,6 +250,10 @@ typedef struct {
     void (*finish)(void);
     /* referee: a case has finished, on every rank, with its final verdict. */
     void (*after_case)(const drv_case *c);
+    /* The player keeps MPI of its own on the cpu device too (its traffic is then its own
+     * word): a lab whose student code needs what the referees' transport does not move
+     * (Lab 9's symmetric memory). */
+    bool player_mpi;
 } drv_lab;
 
 /* Add a case of test t named by the format; returns it so that plan() can set its args
@@ -397,6 +403,10 @@ drv_counters drv_counters_of(drv_case *c, const char *name);
  * model() and the runner's traffic checks then read. False (c unchanged) when the player
  * did not measure it. */
 bool drv_use_counters(drv_case *c, const char *name);
+/* The case's traffic figures come from records the player wrote (not c->m, c->wire or
+ * drv_counters_of, which the referees count where they move the messages): the report says
+ * they are the student's own word. */
+void drv_traffic_from_player(drv_case *c);
 /* The backends the player said it runs when it started (its claim: the referee cannot look
  * at the device). Known from the first case on, not in init() or plan(). */
 void drv_player_backends(pl_device_kind *device, pl_comm_kind *comm);

@@ -18,6 +18,7 @@
 
 #define WIRE_FD_CTL 3 /* the player's end of the control socket */
 #define WIRE_FD_SHM 4 /* the shared region (a memfd)            */
+#define WIRE_FD_ARENA 5 /* the transport's arena (a memfd), where the referees move the messages */
 #define WIRE_MAGIC 0x504c57495245ull /* "PLWIRE" */
 #define WIRE_VERSION 1
 
@@ -61,6 +62,42 @@ typedef struct {
     wire_report report;
 } wire_header;
 
+/* The referee's transport (graded runs on the cpu device, docs/grader.md): the player has no
+ * MPI and no socket of its own; every message and collective is a request on the control
+ * socket, its operands in the arena (a memfd of its own, at WIRE_FD_ARENA, as large as the
+ * file-size limit allows, up to WIRE_ARENA_MAX), and the referees move and count them. The
+ * player owns the arena's allocation; the referee checks every request against its bounds. */
+#define WIRE_ARENA_MAX ((uint64_t)32 << 30)
+#define WIRE_XFER_INLINE_MAX ((uint64_t)64 << 20) /* host collectives' bytes, in the message */
+
+enum {
+    XFER_SEND = 1, XFER_RECV, XFER_ALLREDUCE, XFER_ALLGATHER, XFER_REDUCE_SCATTER, XFER_BROADCAST,
+    XFER_REDUCE, XFER_ALLTOALL, XFER_BARRIER, XFER_SPLIT, XFER_FREE,
+    XFER_MARK, /* a measured phase (drv_measure_slot) begins (op 0) or ends (op 1); peer: its slot */
+    XFER_HOST_ALLREDUCE,
+    XFER_HOST_GATHERV, XFER_HOST_BCAST, XFER_KINDS
+};
+enum { XFER_F32 = 0, XFER_BF16 = 1 }; /* element types of the arena's operands */
+
+/* One request (player -> referee, REP_XFER; host collectives' bytes follow it). */
+typedef struct {
+    uint64_t id;       /* the player's number for it: the completion names it             */
+    uint32_t kind, dtype;
+    int32_t comm;      /* the referee's communicator number (0: the world)                 */
+    int32_t peer;      /* send/recv: the peer; broadcast/reduce/host: the root (-1: all)   */
+    int32_t op;        /* pl_op or pl_host_op; split: the colour                           */
+    int32_t key;       /* split: the key                                                   */
+    uint64_t count;    /* elements as the API counts them (host: bytes or doubles)         */
+    uint64_t in_off, out_off; /* operands: offsets in the arena                            */
+} xfer_req;
+
+/* Its completion (referee -> player, CMD_XFER_DONE; a host collective's result follows). */
+typedef struct {
+    uint64_t id;
+    int64_t a, b, c;   /* split: a = member (0/1), b = rank, c = size (comm number in id's reply) */
+    int64_t comm;
+} xfer_done;
+
 /* Commands (referee -> player) and replies (player -> referee). */
 enum {
     CMD_PLAY = 1,   /* run the case's play() on the header's slots; reply REP_DONE        */
@@ -71,10 +108,12 @@ enum {
     CMD_RELAY,      /* payload: this referee's signed contribution; reply: every rank's   */
     CMD_EXIT,       /* finalize and exit 0                                                */
     CMD_RESUME,     /* the referee's interlude is over: go on with play() (no reply)      */
+    CMD_XFER_DONE,  /* payload: xfer_done (+ bytes): a transport request completed         */
     REP_READY = 100,/* after start-up: payload = the player's runtime info                */
     REP_DONE,
     REP_RELAY,
     REP_INTERLUDE,  /* arg = which: play() pauses for the test's interlude (drv_interlude)  */
+    REP_XFER,       /* payload: xfer_req (+ bytes): move this (the referee's transport)    */
 };
 
 typedef struct {
