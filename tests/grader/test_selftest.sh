@@ -193,6 +193,18 @@ for dir in tests/broken/*/; do
             || notok "$lab: results.json validates against Gradescope's schema (${v#* })"
     fi
 
+    # which perf items say they rest on the player's own counters: none of Lab 1's (the
+    # referees moved and counted its traffic), Lab 4's bubble (its trace) still does
+    words=$(python3 -c 'import json, sys
+print(" ".join(t["name"] for t in json.load(open(sys.argv[1]))["tests"] if "evidence: counted inside" in t.get("output", "")))' \
+        "$TMP/$lab-solution/results.json" 2>/dev/null)
+    case $lab in
+    01-collectives) [ -z "$words" ] && ok "$lab: no perf item rests on the player's word (the referees counted its traffic)" \
+        || notok "$lab: perf items still on the player's word: $words" ;;
+    04-pipeline) [[ $words == *bubble* ]] && ok "$lab: the bubble item says it rests on the player's trace ($words)" \
+        || notok "$lab: the bubble item does not say it rests on the player's trace (got '$words')" ;;
+    esac
+
     score=$(tail -n 1 "$TMP/$lab-starter.log")
     rc=$(cat "$TMP/$lab-starter.rc")
     if [ "$rc" = 1 ] && echo "$score" | grep -qE '^score: 0 / [0-9.]+$'; then
