@@ -13,7 +13,7 @@
  *                      prefill and of a decode step, timed by the referee on fresh tokens
  *   M.batch            sequences of different lengths in one batch, then decode steps
  *   M.traffic          counted bytes, messages and collectives of the prompt and of a decode
- *                      step, on every rank, against the mode's formula [the player's counters]
+ *                      step, on every rank, against the mode's formula [the referees' count on the cpu device]
  *   M.kvcache          KV-cache bytes per rank: the layers / KV heads it owns [the player's
  *                      device-memory accounting]
  *   M.weights          weight bytes per rank: its share, in the stored types [the bytes the

@@ -177,6 +177,10 @@ int64_t lab5_row_gen(const lab5_session_in *in, int k);
 int64_t lab5_row_batch(const lab5_session_in *in);
 int64_t lab5_row_decode(const lab5_session_in *in, int d);
 
+/* The phases the referees count where they move the messages (drv_mark): the prompt's
+ * forward and the batch's first decode step, as m_prompt and m_decode below. */
+enum { LAB5_MARK_PROMPT = 0, LAB5_MARK_DECODE = 1 };
+
 /* "report" (OUT, zeroed): what the player saw and counted (its own account: untrusted). */
 typedef struct {
     int32_t measured;          /* 1 once the player wrote it                                */

@@ -10,20 +10,20 @@
  *   equal.*     after k steps every rank's parameters are bit-identical, and within 1e-5
  *               (relative Frobenius) of single-rank training on the same global batch
  *   calls.*     all-reduce calls per step = parameters (naive) or buckets; nothing else
- *               [the player's counters]
+ *               [the referees' count on the cpu device, else the player's counters]
  *   order.*     the all-reduces of a step run in bucket order (sizes, from the player's
  *               trace) [the player's trace]
  *   overlap.*   every bucket's all-reduce starts in the ddp_grad_ready call that completes
  *               it and the buckets before it (from the recorded order of the calls and the
  *               all-reduces), so communication starts before backward ends; the fraction of
  *               all-reduce time inside backward is reported [the player's trace]
- *   nosync      no collective during no_sync micro-steps [the player's counters]; the
+ *   nosync      no collective during no_sync micro-steps [counts: as calls.*]; the
  *               synced step matches
  *   rebuild.*   after the first iteration: buckets in rank 0's observed order, every rank
  *               [the student's state, as the player reads it]; rebuild.nosync: no rebuild
  *               (nor any collective) in a no_sync micro-step, the rebuild at the next synced
  *               one; rebuild.once: none before iteration 1, none again after it (though the
- *               ranks' order changes) [layouts and counters: the player's account]
+ *               ranks' order changes) [layouts: the player's account; counts: as calls.*]
  *   accumulate.* from non-zero gradients, never zeroed, three synced steps: ddp_init and the
  *               rebuild keep what the gradients hold; equal to single-rank accumulation
  *   every case: no device memory left allocated after ddp_free [the player's accounting]

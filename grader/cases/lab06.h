@@ -116,8 +116,14 @@ typedef struct {
 /* Where an all-reduce started, in the recorded order of one backward. */
 enum { AR_IN_BEGIN = -1, AR_IN_END = LAB6_NPARAMS, AR_BETWEEN = -2 };
 
+/* The phases of step s the referees count where they move the messages (drv_mark):
+ * ddp_backward_begin, then the backward to the end of ddp_backward_end. */
+#define LAB6_MARK_BEGIN(s) (2 * (s))
+#define LAB6_MARK_END(s) (2 * (s) + 1)
+
 /* One (micro-)step: the backward from the end of ddp_backward_begin to the end of
- * ddp_backward_end, counted by the player, and the layout the student held in it. */
+ * ddp_backward_end, counted by the player (or its referee: lab6_counted), and the layout
+ * the student held in it. */
 typedef struct {
     int64_t allreduce, other_colls, msgs; /* library all-reduces, other collectives, p2p messages */
     int64_t begin_colls;                  /* collectives and messages of ddp_backward_begin   */

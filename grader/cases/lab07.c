@@ -15,7 +15,7 @@
  *   memory.V    bytes per category against ZeRO's formulas, exactly (padding included);
  *               the transients' peaks against their bounds [the player's memory accounting]
  *   traffic.V   every collective of every step: calls and bytes per kind, exactly [the
- *               player's counters]
+ *               referees' count on the cpu device, else the player's counters]
  *   overlap.V   ZeRO-2/3: reduce-scatters issued while backward still runs [the player's
  *               trace]
  *   prefetch.V  ZeRO-3: unit u+1's all-gather issued before unit u's compute [the player's

@@ -3,8 +3,9 @@
  * The referee (grader/referee/lab08*.c) makes every input from seeds only referees know,
  * gives each player what its rank needs (its shard of the weights, its replica's tokens on
  * the first stage, targets on the last), trains the single-rank reference and judges; the
- * player (grader/player/lab08*.c) calls the student on the slots and counts its traffic
- * group by group. Cases:
+ * player (grader/player/lab08*.c) calls the student on the slots; the traffic is counted
+ * group by group by the referees where they move the messages (the cpu device), else by the
+ * player. Cases:
  *   config.errors        td_config_check on good and bad configurations (no MPI at all)
  *   grid.t<t>p<p>d<d>    td_grid_build for every t, p with t p | N: each group's members,
  *                        in order, against the rule rank = tp + t (dp + d pp) [the members
@@ -13,14 +14,14 @@
  *                        every rank, the grid untouched, nothing built
  *   embed.t<t>           the vocabulary-parallel embedding at t ranks: x, dwte, dwpe against
  *                        the whole-vocabulary reference; one all-reduce forward, none back
- *                        [traffic: the player's count]
+ *                        [traffic: the referees' count on the cpu device]
  *   xent.t<t>            the parallel cross-entropy: losses and dlogits; three all-reduces
- *                        of N floats, the logits never gathered [traffic: the player's count]
+ *                        of N floats, the logits never gathered [traffic: as embed]
  *   step.t<t>p<p>d<d>    k training steps on the kit's grid: loss, global gradient norm
  *                        and every parameter against the single-rank run (1e-5); then
  *                        timed steps, each on a fresh batch and checked
  *   traffic.t<t>p<p>d<d> the first step's traffic, group by group, against the formulas
- *                        [the player's count]
+ *                        [as embed]
  * Modes (the player alone, unrefereed): plan (the planner), bench (Table 1 of the
  * Megatron-LM paper, the tiny GPT measured).
  */

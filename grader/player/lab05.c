@@ -228,16 +228,20 @@ static void stop(session *s, int phase, bool failed_here, const char *why) {
 
 /* One collective forward, its traffic counted; false (the run stopped) unless every rank
  * returned `rows`. */
+/* A counted step (m, w) is also a phase the referees count where they move the messages
+ * (mark: LAB5_MARK_*). */
 static bool step(session *s, int phase, ls_state *st, const int *tok, const int *seq, const int *pos, int n, int mode,
-                 int rows, float *logits, pl_metrics *m, pl_wire *w) {
+                 int rows, float *logits, int mark, pl_metrics *m, pl_wire *w) {
     char err[300] = "";
     pl_metrics m0, m1;
     pl_wire w0, w1;
     pl_device_sync();
+    if (m) drv_mark(mark, false);
     pl_metrics_get(&m0);
     pl_wire_get(&w0);
     int got = ls_forward(st, tok, seq, pos, n, mode, logits, err, sizeof err);
     pl_device_sync();
+    if (m) drv_mark(mark, true);
     pl_metrics_get(&m1);
     pl_wire_get(&w1);
     if (m) *m = metrics_between(&m1, &m0);
@@ -307,21 +311,21 @@ static void run_scenario(session *s, ls_params *prm) {
     PL_CHECK(seq && pos, "out of host memory");
     for (int i = 0; i < in->P; i++) pos[i] = i;
     if (!step(s, LAB5_PH_PROMPT, st, s->a.prompt, seq, pos, in->P, LLM_LOGITS_ALL, in->P, rows_at(s, 0),
-              &s->rep->m_prompt, &s->rep->w_prompt))
+              LAB5_MARK_PROMPT, &s->rep->m_prompt, &s->rep->w_prompt))
         goto out;
     for (int k = 0; k < in->K && main_run; k++) {
         int ps = in->P + k;
         if (!step(s, LAB5_PH_GEN, st, &s->a.gen[k], seq, &ps, 1, LLM_LOGITS_LAST, 1, rows_at(s, lab5_row_gen(in, k)),
-                  NULL, NULL))
+                  -1, NULL, NULL))
             goto out;
     }
     if (main_run && !step(s, LAB5_PH_BATCH, st, s->a.btok, s->a.bseq, s->a.bpos, in->bn, LLM_LOGITS_LAST, in->B,
-                          rows_at(s, lab5_row_batch(in)), NULL, NULL))
+                          rows_at(s, lab5_row_batch(in)), -1, NULL, NULL))
         goto out;
     for (int d = 0; d < in->D && main_run; d++) {
         for (int q = 0; q < in->B; q++) seq[q] = q, pos[q] = s->a.blen[q] + d;
         if (!step(s, LAB5_PH_DECODE, st, s->a.dtok + (size_t)d * in->B, seq, pos, in->B, LLM_LOGITS_LAST, in->B,
-                  rows_at(s, lab5_row_decode(in, d)), d == 0 ? &s->rep->m_decode : NULL,
+                  rows_at(s, lab5_row_decode(in, d)), LAB5_MARK_DECODE, d == 0 ? &s->rep->m_decode : NULL,
                   d == 0 ? &s->rep->w_decode : NULL))
             goto out;
     }

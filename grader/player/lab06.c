@@ -60,11 +60,14 @@ static bool layouts_agree(const lab6_layout *L) {
  * the ranks' layouts disagree (*apart), the run goes on without communicating: their
  * all-reduces would not match (a crash or a hang in MPI or NCCL); the referee judges the
  * layouts recorded, and the results. */
-static void backward(mlp *m, ddp_state *d, int rows, bool accumulate, lab6_step *rec, bool *apart) {
+static void backward(mlp *m, ddp_state *d, int rows, bool accumulate, int step, lab6_step *rec, bool *apart) {
     pl_metrics m0, m1, m2;
+    bool mark = LAB6_MARK_END(step) < DRV_PHASES; /* the referees count both parts where they move the messages */
     counters(&m0);
+    if (mark) drv_mark(LAB6_MARK_BEGIN(step), false);
     ddp_backward_begin(d);
     counters(&m1);
+    if (mark) drv_mark(LAB6_MARK_BEGIN(step), true), drv_mark(LAB6_MARK_END(step), false);
     rec->begin_colls = (int64_t)(m1.coll_total - m0.coll_total + m1.msgs_sent - m0.msgs_sent);
     lab6_read_layout(d, m, &rec->layout);
     if (d->sync && !*apart) *apart = !layouts_agree(&rec->layout);
@@ -73,6 +76,7 @@ static void backward(mlp *m, ddp_state *d, int rows, bool accumulate, lab6_step 
     mlp_backward(m, d, rows, accumulate);
     ddp_backward_end(d);
     counters(&m2);
+    if (mark) drv_mark(LAB6_MARK_END(step), true);
     rec->allreduce = (int64_t)(m2.coll_calls[PL_OP_ALLREDUCE] - m1.coll_calls[PL_OP_ALLREDUCE]);
     rec->other_colls = (int64_t)(m2.coll_total - m1.coll_total) - rec->allreduce;
     rec->msgs = (int64_t)(m2.msgs_sent - m1.msgs_sent);
@@ -117,7 +121,7 @@ void lab6_play_train(drv_case *c) {
             ddp_backward_end(&d);
             break;
         }
-        backward(&m, &d, local, lab6_step_accumulates(kind, s), &rec[s], &apart);
+        backward(&m, &d, local, lab6_step_accumulates(kind, s), s, &rec[s], &apart);
         if (kind == RUN_TRAIN && s == n - 1) { /* the steady step on the cost model */
             plc_prediction pp;
             rec[s].pred_ok = lab6_predict(&pp);

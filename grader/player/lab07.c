@@ -68,7 +68,7 @@ void l7_play_run(drv_case *c) {
     l7_record *rec = drv_slot(c, "rec");
     l7_ops *ops = drv_slot_bytes(c, "ops") >= sizeof(l7_ops) ? drv_slot(c, "ops") : NULL;
     l7_session *s = l7_session_start(in, drv_slot(c, "init"), pl_comm_world(), rec);
-    l7_session_steps(s, drv_slot(c, "tok"), drv_slot(c, "tgt"), in->steps, rec, ops);
+    l7_session_steps(s, drv_slot(c, "tok"), drv_slot(c, "tgt"), in->steps, rec, ops, true);
     l7_session_finish(s, rec, drv_slot(c, "vals"), drv_slot(c, "full"));
 }
 
@@ -83,7 +83,7 @@ static void save(drv_case *c, pl_comm *comm) {
     l7_record *scratch = calloc(1, sizeof *scratch);
     PL_CHECK(scratch != NULL, "out of host memory");
     l7_session *s = l7_session_start(in, drv_slot(c, "init"), comm, scratch);
-    l7_session_steps(s, drv_slot(c, "s.tok"), drv_slot(c, "s.tgt"), in->steps, scratch, NULL);
+    l7_session_steps(s, drv_slot(c, "s.tok"), drv_slot(c, "s.tgt"), in->steps, scratch, NULL, false);
     if (scratch->why[0]) snprintf(rec->why, sizeof rec->why, "before the save: %s", scratch->why);
     else l7_kit_save(l7_session_state(s), rec, drv_slot(c, "ck.file"), drv_slot_bytes(c, "ck.file"));
     l7_session_drop(s);
@@ -99,7 +99,7 @@ static void load_and_continue(drv_case *c, pl_comm *comm) {
     l7_record *rec = drv_slot(c, "rec");
     l7_session *s = l7_session_start(in, drv_slot(c, "init"), comm, rec);
     l7_kit_load(l7_session_state(s), dir, drv_slot(c, "ck0.data"), drv_slot_bytes(c, "ck0.data"), t);
-    if (t->rc == 0) l7_session_steps(s, drv_slot(c, "l.tok"), drv_slot(c, "l.tgt"), in->steps, rec, NULL);
+    if (t->rc == 0) l7_session_steps(s, drv_slot(c, "l.tok"), drv_slot(c, "l.tgt"), in->steps, rec, NULL, false);
     l7_session_finish(s, rec, drv_slot(c, "vals"), drv_slot(c, "full"));
 }
 

@@ -322,11 +322,15 @@ static void keep_ops(l7_ops *ops, int rank) {
     ops->ntrace = (int32_t)n;
 }
 
-void l7_session_steps(l7_session *s, const int *tok, const int *tgt, int count, l7_record *rec, l7_ops *ops) {
+/* mark: each step is a phase the referees count (drv_mark, its step number), where they
+ * move the messages. */
+void l7_session_steps(l7_session *s, const int *tok, const int *tgt, int count, l7_record *rec, l7_ops *ops, bool mark) {
     for (int i = 0; i < count && rec->nsteps < L7_MAX_STEPS; i++) {
         l7_step *st = &rec->step[rec->nsteps];
+        if (mark) drv_mark(rec->nsteps, false);
         l7_kit_step(s->kit, &L7_STUDENT_HOOKS, &s->z, tok + (size_t)i * s->n, tgt + (size_t)i * s->n, st, rec->why,
                     sizeof rec->why);
+        if (mark) drv_mark(rec->nsteps, true);
         if (ops && s->stage == 3 && i == count - 1) keep_ops(ops, pl_comm_rank(s->comm));
         rec->nsteps++;
     }

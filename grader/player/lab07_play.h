@@ -42,7 +42,7 @@ typedef struct l7_session l7_session;
 l7_session *l7_session_start(const l7_run_in *in, const float *init, pl_comm *comm, l7_record *rec);
 /* `count` steps on this rank's sequences tok/tgt ([count][T][b]); ops (not NULL): the last
  * step's recorded ops for the referee's replay. */
-void l7_session_steps(l7_session *s, const int *tok, const int *tgt, int count, l7_record *rec, l7_ops *ops);
+void l7_session_steps(l7_session *s, const int *tok, const int *tgt, int count, l7_record *rec, l7_ops *ops, bool mark);
 zero_state *l7_session_state(l7_session *s);
 /* The pieces and their values into rec and vals ([3][psi]: master, m, v), every unit's
  * parameters into full ([psi], unit after unit); then zero_free and the memory after it. */

@@ -79,6 +79,9 @@ void l8_kit_grid(td_grid *g, int t, int p) {
     g->pipeline = pl_comm_split(w, g->tp + t * g->dp, g->pp);
     bool ends = g->pp == 0 || g->pp == p - 1;
     g->embed = pl_comm_split(w, ends ? g->tp + t * g->dp : -1, g->pp);
+    /* names for the referees' counts by communicator, where they move the messages */
+    drv_name_comm(g->tensor, L8_TENSOR), drv_name_comm(g->data, L8_DATA);
+    drv_name_comm(g->pipeline, L8_PIPE), drv_name_comm(g->embed, L8_EMBED);
 }
 
 void l8_kit_grid_free(td_grid *g) {
@@ -249,14 +252,18 @@ void l8_embed_play(drv_case *c) {
     l8_tally tally[2][L8_NGROUPS];
     pl_device_sync();
     pl_trace_clear();
+    drv_mark(L8_MARK_FIRST, false);
     td_embed_forward(drv_slot_f(c, "x"), drv_slot_f(c, "wte"), drv_slot_f(c, "wpe"), tokens, S->T, S->b, S->C, S->V,
                      g.tensor, NULL);
     pl_device_sync();
+    drv_mark(L8_MARK_FIRST, true);
     l8_tally_trace(&g, 0, tally[0]);
     size_t from = pl_trace_count();
+    drv_mark(L8_MARK_SECOND, false);
     td_embed_backward(drv_slot_f(c, "dwte"), drv_slot_f(c, "dwpe"), drv_slot_f(c, "dx"), tokens, S->T, S->b, S->C, S->V,
                       g.tensor, NULL);
     pl_device_sync();
+    drv_mark(L8_MARK_SECOND, true);
     l8_tally_trace(&g, from, tally[1]);
     put(c, "tally", tally, sizeof tally);
     free(tokens);
@@ -276,8 +283,10 @@ void l8_xent_play(drv_case *c) {
     l8_tally tally[L8_NGROUPS];
     pl_device_sync();
     pl_trace_clear();
+    drv_mark(L8_MARK_FIRST, false);
     td_xent(drv_slot_f(c, "dlogits"), losses, drv_slot_f(c, "logits"), targets, N, S->V, scale, g.tensor, NULL);
     pl_device_sync();
+    drv_mark(L8_MARK_FIRST, true);
     l8_tally_trace(&g, 0, tally);
     put(c, "losses", losses, (size_t)N * sizeof *losses);
     put(c, "tally", tally, sizeof tally);
@@ -322,8 +331,10 @@ void l8_step_play(drv_case *c) {
         pl_metrics m0, m1;
         pl_wire w0, w1;
         pl_metrics_get(&m0), pl_wire_get(&w0);
+        if (k == 0) drv_mark(L8_MARK_FIRST, false);
         td_result res;
         int rc = step_once(x, c, k, &res);
+        if (k == 0) drv_mark(L8_MARK_FIRST, true);
         pl_metrics_get(&m1), pl_wire_get(&w1);
         if (k == 0) {
             l8_tally_trace(&x->run.grid, 0, rep.tally);

@@ -128,6 +128,16 @@ static void metrics_minus(pl_metrics *a, const pl_metrics *b) {
     a->kernel_calls -= b->kernel_calls, a->kernel_bytes -= b->kernel_bytes;
 }
 
+void drv_mark(int phase, bool end) {
+    PL_CHECK(phase >= 0 && phase < DRV_PHASES, "drv_mark: a phase out of range");
+    if (pl_info()->comm == PL_COMM_REFEREE) transport_mark(WIRE_SLOTS_MAX + phase, end);
+}
+
+void drv_name_comm(pl_comm *c, int label) {
+    PL_CHECK(label >= 0 && label < 64, "drv_name_comm: a name out of range");
+    if (c && c != pl_comm_world() && pl_info()->comm == PL_COMM_REFEREE) transport_name(c, label);
+}
+
 void drv_measure_slot(drv_case *c, const char *name, void (*fn)(void *), void *arg) {
     if (drv_slot_bytes(c, name) < sizeof(drv_counters))
         pl_fatal(__FILE__, __LINE__, name, "drv_measure_slot: not a slot of drv_counters_slot");

@@ -370,9 +370,14 @@ static void ref_release(pl_comm *c) {
     wait_one(post(&r, NULL, 0), "comm free", -1, NULL, NULL, NULL);
 }
 
-void transport_mark(int slot, bool end) {
-    xfer_req r = {.kind = XFER_MARK, .peer = slot, .op = end ? 1 : 0};
+void transport_mark(int mark, bool end) {
+    xfer_req r = {.kind = XFER_MARK, .peer = mark, .op = end ? 1 : 0};
     wait_one(post(&r, NULL, 0), "phase mark", -1, NULL, NULL, NULL);
+}
+
+void transport_name(pl_comm *c, int label) {
+    xfer_req r = {.kind = XFER_NAME, .comm = ref_id(c), .peer = label};
+    wait_one(post(&r, NULL, 0), "a communicator's name", -1, NULL, NULL, NULL);
 }
 
 static void ref_barrier(pl_comm *c) {

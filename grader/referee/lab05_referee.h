@@ -40,8 +40,9 @@ typedef struct {
     double err_prompt, err_gen, err_batch; /* on the output rank; 0 elsewhere              */
     int tok_step, tok_got, tok_want;       /* first wrong greedy pick: decode step k, -1 the
                                               one after the prompt, -2 none                */
-    pl_metrics m_prompt, m_decode;         /* the player's counters                         */
+    pl_metrics m_prompt, m_decode;         /* the player's counters, or the referees' (counted) */
     pl_wire w_prompt, w_decode;
+    bool counted;                          /* the referees counted the prompt and the decode  */
     int bad_batch_rc, bad_init_rc, bad_init_out;
 } lab5_session;
 

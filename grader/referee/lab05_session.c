@@ -227,6 +227,10 @@ static void absorb(drv_case *c, lab5_referee *R, lab5_session *se, const lab5_se
     se->kv_per_pos = rep.kv_per_pos, se->w_bytes = rep.w_bytes;
     se->m_prompt = rep.m_prompt, se->m_decode = rep.m_decode;
     se->w_prompt = rep.w_prompt, se->w_decode = rep.w_decode;
+    /* where the referees moved the messages, the traffic is what they counted between the marks */
+    drv_moved mp, md;
+    se->counted = drv_moved_in(LAB5_MARK_PROMPT, &mp) && drv_moved_in(LAB5_MARK_DECODE, &md);
+    if (se->counted) drv_moved_apply(&mp, &se->m_prompt, &se->w_prompt), drv_moved_apply(&md, &se->m_decode, &se->w_decode);
     se->bad_batch_rc = rep.bad_batch_rc, se->bad_init_rc = rep.bad_init_rc, se->bad_init_out = rep.bad_init_out;
     if (kind != LAB5_S_ERRORS && R->me == se->out_rank) compare_logits(c, R, se, in);
 }
@@ -292,7 +296,7 @@ static void check_traffic(drv_case *c, const lab5_referee *R, const lab5_session
         drv_note(c, "1 rank: nothing crosses (counted: %.0f bytes)", total(&se->m_prompt) + total(&se->m_decode));
         return;
     }
-    drv_traffic_from_player(c); /* the session's own records of its prompt and decode */
+    if (!se->counted) drv_traffic_from_player(c); /* the session's own records of its prompt and decode */
     drv_traffic tp, td, gp = drv_traffic_of(&se->m_prompt), gd = drv_traffic_of(&se->m_decode);
     rl_expect_traffic(R, mode, se->cuts, R->me, sc->P, 1, sc->P, &tp);
     rl_expect_traffic(R, mode, se->cuts, R->me, sc->B, sc->B, sc->B, &td);
@@ -355,6 +359,7 @@ static void check_split(drv_case *c, const lab5_referee *R, const lab5_session *
     greedy(c, se, -1, -1);
     bool failed = drv_max(drv_failed(c)) > 0; /* decided alike on every rank */
     if (R->n > 1 && !failed) {
+        if (!se->counted) drv_traffic_from_player(c);
         drv_traffic t, got = drv_traffic_of(&se->m_prompt);
         rl_expect_traffic(R, mode, se->cuts, R->me, R->sc.P, 1, R->sc.P, &t);
         char what[96];

@@ -16,6 +16,7 @@ typedef struct {
     int kind, mode, steps;
     size_t total;  /* parameter floats */
     double *ref;   /* the reference parameters after the steps (equal, nosync) */
+    bool looked;   /* the steps' counts were replaced by the referees' where they count them */
 } lab6_case;
 
 static struct {
@@ -82,8 +83,24 @@ void lab6_teardown(drv_case *c) {
     if (st) free(st->ref);
 }
 
-/* The player's record of step s (its own account). */
-static const lab6_step *step_rec(drv_case *c, int s) { return (const lab6_step *)drv_slot_host(c, "steps") + s; }
+/* The player's record of step s (its own account), its counts of collectives and messages
+ * replaced, where the referees move the messages, by what they moved in the step's two
+ * marked phases (unmarked: nothing). */
+static const lab6_step *step_rec(drv_case *c, int s) {
+    lab6_case *st = c->state;
+    lab6_step *rec = drv_slot_host(c, "steps");
+    for (int k = 0; !st->looked && k < st->steps && LAB6_MARK_END(k) < DRV_PHASES; k++) {
+        drv_moved b, e;
+        if (!drv_moved_in(LAB6_MARK_BEGIN(k), &b) || !drv_moved_in(LAB6_MARK_END(k), &e)) break;
+        lab6_step *r = &rec[k];
+        r->begin_colls = (int64_t)(b.m.coll_total + b.m.msgs_sent);
+        r->allreduce = (int64_t)e.m.coll_calls[PL_OP_ALLREDUCE];
+        r->other_colls = (int64_t)e.m.coll_total - r->allreduce;
+        r->msgs = (int64_t)e.m.msgs_sent;
+    }
+    st->looked = true;
+    return rec + s;
+}
 
 static int clampi(int64_t v, int hi) { return v < 0 ? 0 : v > hi ? hi : (int)v; }
 

@@ -135,6 +135,22 @@ static l7_out *take_out(drv_case *c, const l7_lab *L) {
     return o;
 }
 
+/* Where the referees move the messages, each step's collectives and messages are what they
+ * moved between the player's marks of that step (drv_mark: its number), for every step the
+ * referee asked for; the player's own records of them are dropped. */
+static void count_steps(l7_out *o, int steps) {
+    for (int s = 0; s < steps && s < L7_MAX_STEPS; s++) {
+        drv_moved mv;
+        if (!drv_moved_in(s, &mv)) return;
+        l7_step *st = &o->rec.step[s];
+        for (int k = 0; k < PL_OP_COUNT; k++) st->calls[k] = mv.m.coll_calls[k], st->bytes[k] = mv.coll_bytes[k];
+        st->calls[PL_OP_SEND] = mv.m.msgs_sent, st->bytes[PL_OP_SEND] = mv.m.bytes_sent;
+        st->calls[PL_OP_RECV] = mv.m.msgs_recv, st->bytes[PL_OP_RECV] = mv.m.bytes_recv;
+        st->wire_calls = mv.wire.coll_calls, st->wire_bytes = mv.wire.coll_bytes;
+        o->counted = s + 1;
+    }
+}
+
 void l7_out_free(l7_out *o) {
     if (!o) return;
     free(o->master), free(o->m), free(o->v), free(o->full), free(o->ops);
@@ -187,7 +203,10 @@ void l7_run_check(drv_case *c) {
     l7_lab *L = &g_l7;
     run_state *st = c->state;
     l7_variant v = (l7_variant)c->arg[0];
-    if (st->made && c->ran) L->run[v] = take_out(c, L);
+    if (st->made && c->ran) {
+        L->run[v] = take_out(c, L);
+        count_steps(L->run[v], L->f->steps);
+    }
     const l7_out *o = L->run[v];
     if (!o) { /* every rank alike: the run never played */
         drv_fail(c, "the run of %s did not play", L7_VARIANTS[v].name);

@@ -25,6 +25,8 @@ typedef struct {
     float *master, *m, *v;             /* rec.nvalues each, piece by piece                 */
     float *full;                       /* Ψ: every unit's parameters, unit after unit      */
     l7_ops *ops;                       /* the last step's ops (ZeRO-3), or NULL            */
+    int counted;                       /* > 0: the referees counted the traffic of this many
+                                          steps (the steps asked for) into rec.step[]      */
 } l7_out;
 void l7_out_free(l7_out *o);
 

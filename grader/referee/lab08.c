@@ -233,7 +233,47 @@ bool l8_check_groups(drv_case *c, const char *what, const l8_tally got[L8_NGROUP
     return ok;
 }
 
-/* A call that may talk on the tensor group only, and exactly so (the player's count). */
+/* The groups of this rank's grid (t, p, the world) as sets of world ranks, bit r. */
+static void group_members(int t, int p, int world, int rank, uint64_t m[L8_NGROUPS]) {
+    memset(m, 0, L8_NGROUPS * sizeof *m);
+    int d = world / (t * p), tp, dp, pp;
+    l8_coords(rank, t, d, &tp, &dp, &pp);
+    bool ends = pp == 0 || pp == p - 1;
+    for (int r = 0; r < world && r < 64; r++) {
+        int a, b, e;
+        l8_coords(r, t, d, &a, &b, &e);
+        uint64_t bit = (uint64_t)1 << r;
+        if (b == dp && e == pp) m[L8_TENSOR] |= bit;
+        if (a == tp && e == pp) m[L8_DATA] |= bit;
+        if (a == tp && b == dp) m[L8_PIPE] |= bit;
+        if (a == tp && b == dp && ends && (e == 0 || e == p - 1)) m[L8_EMBED] |= bit;
+        m[L8_WORLD] |= bit;
+    }
+}
+
+bool l8_tally_moved(int phase, int t, int p, int world, int rank, l8_tally out[L8_NGROUPS]) {
+    drv_comm_moved mv[64];
+    int n = world <= 64 ? drv_moved_by_comm(phase, mv, 64) : -1;
+    if (n < 0) return false;
+    uint64_t want[L8_NGROUPS];
+    group_members(t, p, world, rank, want);
+    memset(out, 0, L8_NGROUPS * sizeof *out);
+    static const int grid[] = {L8_TENSOR, L8_PIPE, L8_DATA, L8_EMBED};
+    for (int i = 0; i < n; i++) {
+        /* a communicator counts for the group whose members it has: the kit's name picks
+         * among groups with the same members; any other is "other" */
+        int g = mv[i].world ? L8_WORLD : L8_OTHER;
+        for (int k = 0; k < 4 && !mv[i].world; k++)
+            if (mv[i].members && want[grid[k]] == mv[i].members && (g == L8_OTHER || mv[i].label == grid[k])) g = grid[k];
+        l8_tally *x = &out[g];
+        for (int k = 0; k < PL_OP_COUNT; k++) x->calls[k] += mv[i].t.calls[k];
+        x->bytes += mv[i].t.bytes, x->msgs += mv[i].t.msgs, x->msg_bytes += mv[i].t.msg_bytes;
+    }
+    return true;
+}
+
+/* A call that may talk on the tensor group only, and exactly so (the referees' count where
+ * they move the messages, else the player's). */
 static void check_tensor_traffic(drv_case *c, const char *what, const l8_tally got[L8_NGROUPS], double allreduces,
                                  double bytes) {
     l8_tally want[L8_NGROUPS];
@@ -323,6 +363,9 @@ void l8_embed_check(drv_case *c) {
     drv_check_tensor(c, "dwpe (accumulated) after td_embed_backward", drv_slot_host(c, "dwpe"), dP, TC, tol);
     l8_tally tally[2][L8_NGROUPS];
     memcpy(tally, drv_slot_host(c, "tally"), sizeof tally);
+    if (!l8_tally_moved(L8_MARK_FIRST, t, 1, c->world, c->rank, tally[0]) ||
+        !l8_tally_moved(L8_MARK_SECOND, t, 1, c->world, c->rank, tally[1]))
+        drv_traffic_from_player(c);
     if (drv_max(drv_failed(c)) == 0) {
         check_tensor_traffic(c, "td_embed_forward", tally[0], t > 1, t > 1 ? 4.0 * NC : 0);
         check_tensor_traffic(c, "td_embed_backward", tally[1], 0, 0);
@@ -391,6 +434,7 @@ void l8_xent_check(drv_case *c) {
     drv_check_tensor(c, "dlogits (this rank's columns) after td_xent", drv_slot_host(c, "dlogits"), D, (size_t)N * Vt, tol);
     l8_tally tally[L8_NGROUPS];
     memcpy(tally, drv_slot_host(c, "tally"), sizeof tally);
+    if (!l8_tally_moved(L8_MARK_FIRST, t, 1, c->world, c->rank, tally)) drv_traffic_from_player(c);
     if (drv_max(drv_failed(c)) == 0) check_tensor_traffic(c, "td_xent", tally, t > 1 ? 3 : 0, t > 1 ? 3.0 * 4 * N : 0);
     if (drv_max(drv_failed(c)) == 0)
         drv_note(c, "t=%d: losses and dlogits as the whole-vocabulary softmax; %s", t,

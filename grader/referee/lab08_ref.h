@@ -16,6 +16,9 @@ int l8_members(int rank, int t, int p, int d, int group, int *out);
 void l8_expected_traffic(const l8_cfg *c, const l8_layout *lay, int world, l8_tally want[L8_NGROUPS]);
 /* Every group's counted traffic against want, group by group (drv_check_traffic); true
  * when every rank's agrees. */
+/* Where the referees move the messages: what they moved in the marked phase, group by group
+ * of the grid (t, p) by each communicator's members (true); false elsewhere, out untouched. */
+bool l8_tally_moved(int phase, int t, int p, int world, int rank, l8_tally out[L8_NGROUPS]);
 bool l8_check_groups(drv_case *c, const char *what, const l8_tally got[L8_NGROUPS], const l8_tally want[L8_NGROUPS]);
 
 #endif

@@ -62,11 +62,9 @@ int player_recv(wire_msg *m, void **payload, uint64_t max);
 PL_NORETURN void referee_tampered(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- transport.c */
-/* What the referee moved for its player: the comm fields of pl_metrics and all of pl_wire. */
-typedef struct {
-    pl_metrics m;
-    pl_wire wire;
-} transport_counts;
+/* What the referee moved for its player: the comm fields of pl_metrics, all of pl_wire and
+ * the collectives' bytes by kind. */
+typedef drv_moved transport_counts;
 /* Start MPI among the referees and serve the player's requests (its arena, mapped, and its
  * control socket). */
 void transport_start(unsigned char *arena, uint64_t arena_bytes, int ctl_fd);
@@ -81,12 +79,14 @@ int transport_progress(void);
 void transport_counted(transport_counts *k);
 /* d = k1 - k0 */
 void transport_since(const transport_counts *k0, const transport_counts *k1, transport_counts *d);
-/* The phases the player marked (drv_measure_slot), by slot index: cleared per case; what the
- * referee moved between a phase's marks, false when it saw no complete pair. */
+/* The phases the player marked (drv_measure_slot by slot index, drv_mark after them): cleared
+ * per case; what the referee moved between a phase's marks, false when it saw no complete pair. */
 void transport_marks_clear(void);
 /* The traffic fields of *m (point-to-point, collectives) and all of *w from d. */
 void transport_overwrite(pl_metrics *m, pl_wire *w, const transport_counts *d);
-bool transport_phase(int slot, transport_counts *moved);
+bool transport_phase(int mark, transport_counts *moved);
+/* The same, communicator by communicator (those that carried anything): how many, at most max. */
+int transport_phase_comms(int mark, drv_comm_moved *out, int max);
 /* Every referee's bytes, rank r's at r * bytes (MPI between the referees). */
 void transport_allgather(const void *mine, size_t bytes, void *out);
 

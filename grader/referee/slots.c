@@ -237,6 +237,21 @@ drv_counters drv_counters_of(drv_case *c, const char *name) {
 
 void drv_traffic_from_player(drv_case *c) { c->players_word = true; }
 
+bool drv_moved_in(int phase, drv_moved *out) {
+    memset(out, 0, sizeof *out);
+    PL_CHECK(phase >= 0 && phase < DRV_PHASES, "drv_moved_in: a phase out of range");
+    if (!transport_on()) return false;
+    if (!transport_phase(WIRE_SLOTS_MAX + phase, out)) memset(out, 0, sizeof *out);
+    return true;
+}
+
+void drv_moved_apply(const drv_moved *d, pl_metrics *m, pl_wire *w) { transport_overwrite(m, w, d); }
+
+int drv_moved_by_comm(int phase, drv_comm_moved *out, int max) {
+    PL_CHECK(phase >= 0 && phase < DRV_PHASES, "drv_moved_by_comm: a phase out of range");
+    return transport_on() ? transport_phase_comms(WIRE_SLOTS_MAX + phase, out, max) : -1;
+}
+
 bool drv_use_counters(drv_case *c, const char *name) {
     drv_counters k = drv_counters_of(c, name);
     if (!k.measured) return false;

@@ -28,14 +28,27 @@ static int g_ctl = -1;
 static MPI_Comm g_relay = MPI_COMM_NULL;
 static MPI_Op g_bf16_sum = MPI_OP_NULL;
 
-/* The player's communicators by the number the referee gave them (0: the world). */
-static MPI_Comm *g_comms;
+/* The player's communicators by the number the referee gave them (0: the world), with what
+ * moved on each since it was made, its members and the name the kit gave it. */
+typedef struct {
+    MPI_Comm c;
+    uint64_t members; /* world ranks, bit r (worlds of up to 64; 0 beyond)          */
+    int label;        /* drv_name_comm's, or -1                                     */
+    drv_traffic moved;
+} comm_entry;
+static comm_entry *g_comms;
 static int g_ncomms;
 
 static transport_counts g_count;
-/* Measured phases by slot: the counters when each began, and what moved until it ended. */
-static transport_counts g_mark_at[WIRE_SLOTS_MAX], g_mark_moved[WIRE_SLOTS_MAX];
-static bool g_mark_open[WIRE_SLOTS_MAX], g_mark_done[WIRE_SLOTS_MAX];
+/* Measured phases by mark: the counters when each began, and what moved until it ended. */
+static transport_counts g_mark_at[WIRE_MARKS], g_mark_moved[WIRE_MARKS];
+static bool g_mark_open[WIRE_MARKS], g_mark_done[WIRE_MARKS];
+static int g_marks_open;
+/* ... and communicator by communicator: each one's counts when the phase began (a number
+ * is not given to a new communicator while a phase is open), then what moved on it. */
+static drv_traffic *g_mark_comm_at[WIRE_MARKS];
+static drv_comm_moved *g_mark_comms[WIRE_MARKS];
+static int g_mark_ncomm_at[WIRE_MARKS], g_mark_ncomms[WIRE_MARKS];
 
 typedef struct {
     MPI_Request req;
@@ -60,18 +73,42 @@ static void bf16_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
     for (int i = 0; i < *len; i++) b[i] = pl_bf16_from_float(pl_bf16_to_float(a[i]) + pl_bf16_to_float(b[i]));
 }
 
+static uint64_t members_of(MPI_Comm c) {
+    int n = 0, world = 0;
+    MPI_Comm_size(c, &n);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (world > 64) return 0;
+    MPI_Group g, w;
+    MPI_Comm_group(c, &g);
+    MPI_Comm_group(MPI_COMM_WORLD, &w);
+    int *mine = malloc((size_t)n * 2 * sizeof(int));
+    PL_CHECK(mine != NULL, "out of host memory");
+    for (int i = 0; i < n; i++) mine[i] = i;
+    MPI_Group_translate_ranks(g, n, mine, w, mine + n);
+    uint64_t bits = 0;
+    for (int i = 0; i < n; i++)
+        if (mine[n + i] >= 0 && mine[n + i] < 64) bits |= (uint64_t)1 << mine[n + i];
+    free(mine);
+    MPI_Group_free(&g), MPI_Group_free(&w);
+    return bits;
+}
+
 static int add_comm(MPI_Comm c) {
     MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
-    for (int i = 1; i < g_ncomms; i++)
-        if (g_comms[i] == MPI_COMM_NULL) {
-            g_comms[i] = c;
-            return i;
+    int at = g_ncomms;
+    for (int i = 1; i < g_ncomms && g_marks_open == 0; i++)
+        if (g_comms[i].c == MPI_COMM_NULL) {
+            at = i;
+            break;
         }
-    MPI_Comm *v = realloc(g_comms, (size_t)(g_ncomms + 1) * sizeof *v);
-    PL_CHECK(v != NULL, "out of host memory");
-    g_comms = v;
-    g_comms[g_ncomms] = c;
-    return g_ncomms++;
+    if (at == g_ncomms) {
+        comm_entry *v = realloc(g_comms, (size_t)(g_ncomms + 1) * sizeof *v);
+        PL_CHECK(v != NULL, "out of host memory");
+        g_comms = v;
+        g_ncomms++;
+    }
+    g_comms[at] = (comm_entry){.c = c, .members = members_of(c), .label = -1};
+    return at;
 }
 
 void transport_start(unsigned char *arena, uint64_t arena_bytes, int ctl_fd) {
@@ -111,6 +148,7 @@ void transport_since(const transport_counts *k0, const transport_counts *k1, tra
     d->m.bytes_sent = k1->m.bytes_sent - k0->m.bytes_sent, d->m.bytes_recv = k1->m.bytes_recv - k0->m.bytes_recv;
     d->m.msgs_sent = k1->m.msgs_sent - k0->m.msgs_sent, d->m.msgs_recv = k1->m.msgs_recv - k0->m.msgs_recv;
     for (int i = 0; i < PL_OP_COUNT; i++) d->m.coll_calls[i] = k1->m.coll_calls[i] - k0->m.coll_calls[i];
+    for (int i = 0; i < PL_OP_COUNT; i++) d->coll_bytes[i] = k1->coll_bytes[i] - k0->coll_bytes[i];
     d->m.coll_bytes = k1->m.coll_bytes - k0->m.coll_bytes, d->m.coll_total = k1->m.coll_total - k0->m.coll_total;
     d->wire = (pl_wire){k1->wire.p2p_bytes_sent - k0->wire.p2p_bytes_sent, k1->wire.p2p_msgs_sent - k0->wire.p2p_msgs_sent,
                         k1->wire.p2p_bytes_recv - k0->wire.p2p_bytes_recv, k1->wire.p2p_msgs_recv - k0->wire.p2p_msgs_recv,
@@ -128,12 +166,48 @@ void transport_overwrite(pl_metrics *m, pl_wire *w, const transport_counts *d) {
 void transport_marks_clear(void) {
     memset(g_mark_open, 0, sizeof g_mark_open);
     memset(g_mark_done, 0, sizeof g_mark_done);
+    g_marks_open = 0;
 }
 
-bool transport_phase(int slot, transport_counts *moved) {
-    if (slot < 0 || slot >= WIRE_SLOTS_MAX || !g_mark_done[slot]) return false;
-    *moved = g_mark_moved[slot];
+bool transport_phase(int mark, transport_counts *moved) {
+    if (mark < 0 || mark >= WIRE_MARKS || !g_mark_done[mark]) return false;
+    *moved = g_mark_moved[mark];
     return true;
+}
+
+static void mark_comms_begin(int mark) {
+    free(g_mark_comm_at[mark]);
+    g_mark_comm_at[mark] = malloc((size_t)g_ncomms * sizeof(drv_traffic) + 1);
+    PL_CHECK(g_mark_comm_at[mark] != NULL, "out of host memory");
+    for (int i = 0; i < g_ncomms; i++) g_mark_comm_at[mark][i] = g_comms[i].moved;
+    g_mark_ncomm_at[mark] = g_ncomms;
+}
+
+static void mark_comms_end(int mark) {
+    free(g_mark_comms[mark]);
+    g_mark_comms[mark] = calloc((size_t)g_ncomms + 1, sizeof(drv_comm_moved));
+    PL_CHECK(g_mark_comms[mark] != NULL, "out of host memory");
+    int n = 0;
+    for (int i = 0; i < g_ncomms; i++) {
+        drv_traffic d = g_comms[i].moved;
+        if (i < g_mark_ncomm_at[mark]) { /* made before the phase: what moved since it began */
+            const drv_traffic *a = &g_mark_comm_at[mark][i];
+            for (int k = 0; k < PL_OP_COUNT; k++) d.calls[k] -= a->calls[k];
+            d.bytes -= a->bytes, d.msgs -= a->msgs, d.msg_bytes -= a->msg_bytes;
+        }
+        bool any = d.bytes != 0 || d.msgs != 0;
+        for (int k = 0; k < PL_OP_COUNT; k++) any = any || d.calls[k] != 0;
+        if (any) g_mark_comms[mark][n++] = (drv_comm_moved){.world = i == 0, .label = g_comms[i].label,
+                                                             .members = g_comms[i].members, .t = d};
+    }
+    g_mark_ncomms[mark] = n;
+}
+
+int transport_phase_comms(int mark, drv_comm_moved *out, int max) {
+    if (mark < 0 || mark >= WIRE_MARKS || !g_mark_done[mark]) return 0;
+    int n = g_mark_ncomms[mark] < max ? g_mark_ncomms[mark] : max;
+    memcpy(out, g_mark_comms[mark], (size_t)n * sizeof *out);
+    return n;
 }
 
 /* ---- requests ------------------------------------------------------------------------- */
@@ -172,6 +246,7 @@ static void *arena(uint64_t off, uint64_t bytes) {
 static void count_coll(pl_op_kind kind, uint64_t bytes) {
     g_count.m.coll_calls[kind]++;
     g_count.m.coll_bytes += bytes;
+    g_count.coll_bytes[kind] += bytes;
     g_count.m.coll_total++;
     g_count.wire.coll_calls++;
     g_count.wire.coll_bytes += bytes;
@@ -240,35 +315,49 @@ const char *transport_request(const void *payload, uint64_t len, int *sent) {
     const unsigned char *data = (const unsigned char *)payload + sizeof r;
     uint64_t dlen = len - sizeof r;
     if (r.kind < XFER_SEND || r.kind >= XFER_KINDS) return "a transport request of an unknown kind";
-    if (r.comm < 0 || r.comm >= g_ncomms || g_comms[r.comm] == MPI_COMM_NULL)
+    if (r.comm < 0 || r.comm >= g_ncomms || g_comms[r.comm].c == MPI_COMM_NULL)
         return "a transport request on a communicator it does not have";
-    MPI_Comm comm = g_comms[r.comm];
+    MPI_Comm comm = g_comms[r.comm].c;
+    drv_traffic *on = &g_comms[r.comm].moved;
     int size = 0, me = 0;
     MPI_Comm_size(comm, &size);
     MPI_Comm_rank(comm, &me);
-    if (r.kind >= XFER_HOST_ALLREDUCE) {
+    if (r.kind >= XFER_HOST_ALLREDUCE && r.kind <= XFER_HOST_BCAST) {
         if (dlen != r.count || dlen > WIRE_XFER_INLINE_MAX) return "a host collective whose bytes do not match its count";
         return host_op(&r, comm, data, dlen, sent);
     }
     if (dlen) return "bytes after a request that carries none";
     if (r.kind == XFER_FREE) {
         if (r.comm == 0) return "a request to free the world";
-        MPI_Comm_free(&g_comms[r.comm]);
-        g_comms[r.comm] = MPI_COMM_NULL;
+        MPI_Comm_free(&g_comms[r.comm].c);
+        g_comms[r.comm].c = MPI_COMM_NULL;
         *sent = reply(r.id, 0, 0, 0, 0, NULL, 0);
         return NULL;
     }
     if (r.kind == XFER_MARK) { /* the player's bounds of a phase; the counts are ours */
-        if (r.peer < 0 || r.peer >= WIRE_SLOTS_MAX || (r.op != 0 && r.op != 1)) return "a phase mark of no slot";
-        if (r.op == 0) g_mark_at[r.peer] = g_count, g_mark_open[r.peer] = true, g_mark_done[r.peer] = false;
-        else if (g_mark_open[r.peer]) {
+        if (r.peer < 0 || r.peer >= WIRE_MARKS || (r.op != 0 && r.op != 1)) return "a phase mark of no phase";
+        /* once each per case, begin before end: a phase cannot be restarted or cut short twice */
+        if (r.op == 0) {
+            if (g_mark_open[r.peer] || g_mark_done[r.peer]) return "a phase begun a second time in one case";
+            g_mark_at[r.peer] = g_count, g_mark_open[r.peer] = true, g_marks_open++;
+            mark_comms_begin(r.peer);
+        } else {
+            if (!g_mark_open[r.peer]) return "the end of a phase that had not begun";
             transport_since(&g_mark_at[r.peer], &g_count, &g_mark_moved[r.peer]);
-            g_mark_open[r.peer] = false, g_mark_done[r.peer] = true;
+            mark_comms_end(r.peer);
+            g_mark_open[r.peer] = false, g_mark_done[r.peer] = true, g_marks_open--;
         }
         *sent = reply(r.id, 0, 0, 0, 0, NULL, 0);
         return NULL;
     }
+    if (r.kind == XFER_NAME) { /* the kit's name for one of its communicators (a label, no more) */
+        if (r.comm == 0 || r.peer < 0 || r.peer >= 64) return "a communicator's name out of range";
+        g_comms[r.comm].label = r.peer;
+        *sent = reply(r.id, 0, 0, 0, 0, NULL, 0);
+        return NULL;
+    }
     if (r.kind == XFER_BARRIER) {
+        on->calls[PL_OP_BARRIER] += 1;
         pending *p = push(&r);
         MPI_Ibarrier(comm, &p->req);
         return NULL;
@@ -296,6 +385,7 @@ const char *transport_request(const void *payload, uint64_t len, int *sent) {
         pending *p = push(&r);
         if (send) {
             MPI_Issend(buf, (int)n, t, r.peer, TAG_P2P, comm, &p->req);
+            on->msgs += 1, on->msg_bytes += (double)(n * es);
             g_count.m.bytes_sent += n * es, g_count.m.msgs_sent++;
             g_count.wire.p2p_bytes_sent += n * es, g_count.wire.p2p_msgs_sent++;
         } else {
@@ -325,7 +415,9 @@ const char *transport_request(const void *payload, uint64_t len, int *sent) {
     if (!in || !out) return "a collective's operands outside the transport's arena";
     if (in_n && out_n && (char *)in < (char *)out + out_n * es && (char *)out < (char *)in + in_n * es)
         return "a collective whose input and output overlap in the arena";
-    count_coll(kind, (kind == PL_OP_ALLREDUCE || kind == PL_OP_BROADCAST || kind == PL_OP_REDUCE ? n : all) * es);
+    uint64_t S = (kind == PL_OP_ALLREDUCE || kind == PL_OP_BROADCAST || kind == PL_OP_REDUCE ? n : all) * es;
+    count_coll(kind, S);
+    on->calls[kind] += 1, on->bytes += (double)S;
     MPI_Op op = r.dtype == XFER_BF16 ? g_bf16_sum : r.op == PL_MAX ? MPI_MAX : MPI_SUM;
     pending *p = push(&r);
     int c = (int)n;
@@ -346,7 +438,7 @@ const char *transport_request(const void *payload, uint64_t len, int *sent) {
 /* A split whose colours and keys arrived: the communicator, numbered, or none. */
 static int finish_split(pending *p) {
     MPI_Comm nc = MPI_COMM_NULL;
-    MPI_Comm_split(g_comms[p->parent], p->pair[0], p->pair[1], &nc);
+    MPI_Comm_split(g_comms[p->parent].c, p->pair[0], p->pair[1], &nc);
     free(p->all);
     p->all = NULL;
     if (nc == MPI_COMM_NULL) return reply(p->id, 0, 0, 0, 0, NULL, 0);

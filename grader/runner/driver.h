@@ -167,6 +167,16 @@ typedef struct {
     uint32_t pad;
 } drv_counters;
 
+/* Phases of play() that are not a slot's: the player marks each one's bounds (drv_mark) and,
+ * where the referees move the messages (the cpu device), its referee counts what it moved in
+ * between (drv_moved_in). drv_measure_slot marks its slot's phase the same way. */
+#define DRV_PHASES 128
+typedef struct {
+    pl_metrics m;                     /* the traffic fields: point-to-point, collectives by kind */
+    pl_wire wire;
+    uint64_t coll_bytes[PL_OP_COUNT]; /* the collectives' S, by kind                         */
+} drv_moved;
+
 /* Traffic as a model states it or a player counted it (drv_check_traffic): per kind of
  * library collective, and the point-to-point messages sent. Doubles, so that a player's
  * record of it in a slot shows a NaN (never written) as such. */
@@ -175,6 +185,15 @@ typedef struct {
     double bytes;              /* their S, summed                                      */
     double msgs, msg_bytes;    /* point-to-point messages sent, and their bytes         */
 } drv_traffic;
+
+/* What moved on one communicator during a phase, as the referees counted it
+ * (drv_moved_by_comm). calls[PL_OP_BARRIER] counts barriers. */
+typedef struct {
+    int world;         /* 1: the world communicator                                    */
+    int label;         /* the name the kit gave it (drv_name_comm), -1 none: a claim   */
+    uint64_t members;  /* its world ranks, bit r (worlds of up to 64 ranks; else 0)     */
+    drv_traffic t;
+} drv_comm_moved;
 
 /* What a test may look at, per side, is in the sections below. */
 
@@ -407,6 +426,15 @@ bool drv_use_counters(drv_case *c, const char *name);
  * drv_counters_of, which the referees count where they move the messages): the report says
  * they are the student's own word. */
 void drv_traffic_from_player(drv_case *c);
+/* True where the referees move the messages: *out is then what they moved during the phase
+ * `phase` (0..DRV_PHASES-1) the player marked (drv_mark), all zero when it has no pair of
+ * marks; false (zeroed) elsewhere, where only the player's records say. drv_moved_apply
+ * writes those counts over the traffic fields of a player's record. */
+bool drv_moved_in(int phase, drv_moved *out);
+void drv_moved_apply(const drv_moved *d, pl_metrics *m, pl_wire *w);
+/* The same phase communicator by communicator: every one that carried anything during it
+ * (at most max); -1 where the referees do not move the messages. */
+int drv_moved_by_comm(int phase, drv_comm_moved *out, int max);
 /* The backends the player said it runs when it started (its claim: the referee cannot look
  * at the device). Known from the first case on, not in init() or plan(). */
 void drv_player_backends(pl_device_kind *device, pl_comm_kind *comm);
@@ -437,6 +465,13 @@ void drv_measure(void (*fn)(void *), void *arg, pl_metrics *m);
  * differences of the counters around it, without resetting what the runner counts around
  * the whole play(). */
 void drv_measure_slot(drv_case *c, const char *name, void (*fn)(void *), void *arg);
+/* The bounds of phase `phase` (0..DRV_PHASES-1) of play(), for the referee's drv_moved_in:
+ * each phase begins once and ends once per case, in that order (else the run is tampered);
+ * nothing where the referees do not move the messages. */
+void drv_mark(int phase, bool end);
+/* Name communicator c for the referee's counting by communicator (drv_moved_by_comm): a
+ * label in 0..63 it reports beside the members it knows itself. */
+void drv_name_comm(pl_comm *c, int label);
 /* True when every rank's player passes true: a host reduction that no counter sees, so
  * that the ranks stop a multi-step play() together when a step failed on one of them
  * (control flow only: verdicts are the referee's). */

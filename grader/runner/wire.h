@@ -24,6 +24,7 @@
 
 #define WIRE_SLOTS_MAX 96
 #define WIRE_SLOT_NAME 32
+#define WIRE_MARKS (WIRE_SLOTS_MAX + DRV_PHASES) /* phase marks: a slot's, then drv_mark's */
 #define WIRE_GUARD 256          /* red-zone bytes before and after every slot           */
 #define WIRE_ALIGN 256          /* slot data starts on this boundary                    */
 #define WIRE_HEADER_BYTES (1u << 20)
@@ -73,9 +74,11 @@ typedef struct {
 enum {
     XFER_SEND = 1, XFER_RECV, XFER_ALLREDUCE, XFER_ALLGATHER, XFER_REDUCE_SCATTER, XFER_BROADCAST,
     XFER_REDUCE, XFER_ALLTOALL, XFER_BARRIER, XFER_SPLIT, XFER_FREE,
-    XFER_MARK, /* a measured phase (drv_measure_slot) begins (op 0) or ends (op 1); peer: its slot */
+    XFER_MARK, /* a measured phase begins (op 0) or ends (op 1); peer: its slot, or WIRE_SLOTS_MAX + a drv_mark phase */
     XFER_HOST_ALLREDUCE,
-    XFER_HOST_GATHERV, XFER_HOST_BCAST, XFER_KINDS
+    XFER_HOST_GATHERV, XFER_HOST_BCAST,
+    XFER_NAME, /* the kit names communicator `comm` for counting (drv_name_comm); peer: the name */
+    XFER_KINDS
 };
 enum { XFER_F32 = 0, XFER_BF16 = 1 }; /* element types of the arena's operands */
 
