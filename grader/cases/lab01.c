@@ -54,11 +54,21 @@ static void plan_all(const drv_test *t, drv_plan *p) {
         if (i == LAB1_NCOLLS) pl_usage_error("--collective: unknown collective '%s'", g_only);
     }
     int n = pl_world();
-    size_t sizes[128], ns = drv_sizes(sizes, 128);
+    size_t sizes[130], ns = drv_sizes(sizes, 128);
+    /* lab_allreduce on both sides of its switch as well (LAB1_ALLREDUCE_SMALL_BYTES: one
+     * element under it, and exactly it), inside the sizes asked for */
+    size_t edge[2] = {LAB1_ALLREDUCE_SMALL_BYTES / 4 - 1, LAB1_ALLREDUCE_SMALL_BYTES / 4}, nall = ns;
+    size_t lo = ns ? sizes[0] : 0, hi = ns ? sizes[ns - 1] : 0;
+    for (int e = 0; e < 2; e++) {
+        bool have = false;
+        for (size_t i = 0; i < ns; i++) have = have || sizes[i] == edge[e];
+        if (!have && edge[e] > lo && edge[e] < hi) sizes[nall++] = edge[e];
+    }
     for (int k = 0; k < LAB1_NCOLLS; k++) {
         const lab1_coll *co = &LAB1_COLLS[k];
         if (g_only && strcmp(g_only, co->name)) continue;
-        for (size_t i = 0; i < ns; i++)
+        size_t upto = strcmp(co->name, "allreduce") == 0 ? nall : ns;
+        for (size_t i = 0; i < upto; i++)
             for (int root = 0; root < (co->rooted ? n : 1); root++) {
                 bool every = sizes[i] * 4 <= (size_t)g_all_roots_max;
                 if (co->rooted && !every && root != 0 && root != n - 1) continue;

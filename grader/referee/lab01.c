@@ -93,6 +93,33 @@ void lab1_setup(drv_case *c) {
     write_inputs(c, st, 0);
 }
 
+static int ceil_log2(int n) {
+    int s = 0;
+    while ((1 << s) < n) s++;
+    return s;
+}
+
+/* lab_allreduce's choice by size (handout section 6): recursive doubling below
+ * LAB_ALLREDUCE_SMALL_BYTES, the ring from there on, told apart by the messages the busiest
+ * rank sent (at most ceil(log2 n) for recursive doubling and its fold; 2(n-1) for the
+ * ring): the referees' count where they move the messages. Decided alike on every rank. */
+static void check_choice(drv_case *c, const lab1_case *st) {
+    int n = c->world;
+    if (strcmp(st->s.k->name, "allreduce") != 0 || n < 2 || st->s.count == 0 || !c->ran) return;
+    double msgs = drv_max((double)c->m.msgs_sent), rd = ceil_log2(n);
+    bool small = st->bytes < LAB1_ALLREDUCE_SMALL_BYTES;
+    if (drv_max(drv_failed(c)) > 0) return; /* a wrong result says more */
+    if (small && msgs > rd)
+        drv_fail(c, "%zu bytes, under LAB_ALLREDUCE_SMALL_BYTES (%u): lab_allreduce must use recursive doubling "
+                    "(at most %.0f messages per rank), the busiest rank sent %.0f (the ring?)",
+                 st->bytes, LAB1_ALLREDUCE_SMALL_BYTES, rd, msgs);
+    else if (!small && msgs <= rd)
+        drv_fail(c, "%zu bytes, not under LAB_ALLREDUCE_SMALL_BYTES (%u): lab_allreduce must use the ring "
+                    "(%d messages per rank), the busiest rank sent %.0f (recursive doubling? the switch is on "
+                    "bytes, count * 4)",
+                 st->bytes, LAB1_ALLREDUCE_SMALL_BYTES, 2 * (n - 1), msgs);
+}
+
 void lab1_check(drv_case *c) {
     lab1_case *st = c->state;
     const lab1_shape *s = &st->s;
@@ -104,6 +131,7 @@ void lab1_check(drv_case *c) {
     drv_num(c, "bytes", (double)st->bytes);
     drv_num(c, "wrong", st->wrong = drv_check_floats(c, "the output", n ? output(c, st) : want, want, n, true));
     free(want);
+    check_choice(c, st);
 }
 
 /* Timed run `run`: fresh inputs from fresh seeds. */
@@ -125,12 +153,6 @@ void lab1_verify(drv_case *c, int run) {
             return;
         }
     }
-}
-
-static int ceil_log2(int n) {
-    int s = 0;
-    while ((1 << s) < n) s++;
-    return s;
 }
 
 /* Counted traffic against the optimum of REFERENCE.md; latency-optimal all-reduces by

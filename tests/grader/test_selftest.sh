@@ -6,6 +6,7 @@
 #   - every deliberately broken implementation tests/broken/<lab>/*.c is caught:
 #       // expect: CLASS GLOB     some case matching GLOB is classified CLASS
 #                                 (wrong, forbidden, crash, deadlock, timeout, error)
+#       // expect: full GLOB      a correct alternative: every case GLOB selects passes
 #       // expect: pass GLOB      every case passes, and then
 #       // expect-perf: RULE      the rubric's performance rule RULE scores below its maximum
 #       // np: 3                   graded at these world sizes instead of the lab's broken-np
@@ -232,6 +233,17 @@ print(" ".join(t["name"] for t in json.load(open(sys.argv[1]))["tests"] if "evid
         expect=$(expect_of "$f")
         [ -n "$expect" ] || { notok "$lab/$name: has an '// expect:' line"; continue; }
         cls=${expect%% *}
+        if [ "$cls" = full ]; then # a correct alternative: every case it runs passes (the
+            rc=$(cat "$TMP/$lab-$name.rc") # filtered run's exit is 1: a partial score)
+            bad=$(classes "$TMP/$lab-$name/cases.json" | grep -vc " pass$")
+            n=$(classes "$TMP/$lab-$name/cases.json" | grep -c " pass$")
+            if [ "$rc" -le 1 ] && [ "$bad" = 0 ] && [ "$n" -gt 0 ]; then
+                ok "$lab/$name: a correct alternative keeps every point ($n cases pass)"
+            else
+                notok "$lab/$name: a correct alternative keeps every point (exit $rc, $bad cases not passing: $(tail -n 1 "$TMP/$lab-$name.log"))"
+            fi
+            continue
+        fi
         nbroken=$((nbroken + 1))
         rc=$(cat "$TMP/$lab-$name.rc")
         score=$(tail -n 1 "$TMP/$lab-$name.log")
