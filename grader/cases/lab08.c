@@ -17,6 +17,8 @@
  *                        [traffic: the referees' count on the cpu device]
  *   xent.t<t>            the parallel cross-entropy: losses and dlogits; three all-reduces
  *                        of N floats, the logits never gathered [traffic: as embed]
+ *   xent.large.t<t>      the same with logits around 100 (exp overflows a float; a
+ *                        maximum combined by a sum underflows it)
  *   step.t<t>p<p>d<d>    k training steps on the kit's grid: loss, global gradient norm
  *                        and every parameter against the single-rank run (1e-5); then
  *                        timed steps, each on a fresh batch and checked
@@ -73,6 +75,12 @@ static void plan_tensor(const drv_test *t, drv_plan *p) {
     int tt = l8_tensor_size(t->data, pl_world());
     drv_plan_add(p, t, "%s.t%d", t->name, tt)->arg[0] = tt;
 }
+/* xent.large.t<t>: the same with logits around L8_LARGE_LOGIT (arg[1] = 1) */
+static void plan_tensor_large(const drv_test *t, drv_plan *p) {
+    int tt = l8_tensor_size(t->data, pl_world());
+    drv_instance *in = drv_plan_add(p, t, "%s.t%d", t->name, tt);
+    in->arg[0] = tt, in->arg[1] = 1;
+}
 
 /* step.<c> and traffic.<c> for each (t, p, d) of this world, in a group of their own, so
  * that a hang costs only that configuration; arg: the run's index, t, p, d */
@@ -104,6 +112,8 @@ static const drv_test TESTS[] = {
      .check = DRV_R(l8_embed_check), .model = DRV_R(l8_model), .play = DRV_P(l8_embed_play), .data = &g_state},
     {.name = "xent", .group = "xent", .plan = plan_tensor, .setup = DRV_R(l8_xent_setup), .check = DRV_R(l8_xent_check), .model = DRV_R(l8_model),
      .play = DRV_P(l8_xent_play), .data = &g_state},
+    {.name = "xent.large", .group = "xent", .plan = plan_tensor_large, .setup = DRV_R(l8_xent_setup),
+     .check = DRV_R(l8_xent_check), .model = DRV_R(l8_model), .play = DRV_P(l8_xent_play), .data = &g_state},
     /* these two rows are planned together by the first (plan_steps); the traffic case
      * judges the run its step case played, or plays one itself */
     {.name = "step", .plan = plan_steps, .setup = DRV_R(l8_step_setup), .check = DRV_R(l8_step_check), .model = DRV_R(l8_model),

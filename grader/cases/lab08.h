@@ -128,6 +128,9 @@ void l8_step_ids(int *out, const l8_cfg *c, uint64_t seed, int step, bool target
 
 enum { L8_TENSOR, L8_PIPE, L8_DATA, L8_EMBED, L8_WORLD, L8_OTHER, L8_NGROUPS };
 const char *l8_group_name(int group); /* "tensor", "pipeline", "data", "embedding", "world", "other" */
+/* xent.large's logits sit around this: exp() of one overflows a float, and twice it below
+ * the maximum underflows. */
+#define L8_LARGE_LOGIT 100.0f
 typedef drv_traffic l8_tally; /* calls by kind, their S, messages and their bytes (driver.h) */
 /* The phases the referees count group by group where they move the messages (drv_mark):
  * embed's forward and backward, xent's call, a step case's first step. */

@@ -390,8 +390,10 @@ void l8_xent_setup(drv_case *c) {
     xent_case *x = drv_state(c, sizeof *x);
     x->t = (int)c->arg[0], x->N = S->T * S->b, x->V = S->V, x->scale = 0.37f / (float)x->N;
     size_t n = (size_t)x->N * (size_t)(x->V / x->t);
-    fill(drv_slot_new(c, "logits", n * sizeof(float), DRV_IN | DRV_CONST), n, drv_case_seed(c, c->rank, 0), 1,
-         PL_RNG_NORMAL, 0, 3.0f);
+    float *logits = drv_slot_new(c, "logits", n * sizeof(float), DRV_IN | DRV_CONST);
+    fill(logits, n, drv_case_seed(c, c->rank, 0), 1, PL_RNG_NORMAL, 0, 3.0f);
+    if (c->arg[1]) /* large logits: only a shift by the row's maximum keeps exp in range */
+        for (size_t i = 0; i < n; i++) logits[i] += L8_LARGE_LOGIT;
     int32_t *targets = drv_slot_new(c, "targets", (size_t)x->N * sizeof(int32_t), DRV_IN | DRV_CONST);
     for (int i = 0; i < x->N; i++) targets[i] = (int32_t)(pl_rng_bits(l8_shared_seed(c, 0), 7, (uint64_t)i) % (uint64_t)x->V);
     drv_slot_new(c, "dlogits", n * sizeof(float), DRV_OUT);
