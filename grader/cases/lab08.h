@@ -131,6 +131,8 @@ const char *l8_group_name(int group); /* "tensor", "pipeline", "data", "embeddin
 /* xent.large's logits sit around this: exp() of one overflows a float, and twice it below
  * the maximum underflows. */
 #define L8_LARGE_LOGIT 100.0f
+/* The step cases without pipeline stages clip at this many times --clip: above any norm */
+#define L8_NO_CLIP 1000.0
 typedef drv_traffic l8_tally; /* calls by kind, their S, messages and their bytes (driver.h) */
 /* The phases the referees count group by group where they move the messages (drv_mark):
  * embed's forward and backward, xent's call, a step case's first step. */

@@ -31,7 +31,10 @@ const char *l8_code_name(int rc) {
 l8_cfg l8_config(const l8_state *S, int t, int p) {
     return (l8_cfg){.seq = S->T, .batch = S->b, .hidden = S->C, .heads = S->H, .ffn = S->F, .vocab = S->V,
                     .layers = S->L, .t = t, .p = p, .micro = p + 1, .lr = (float)S->lr, .beta1 = 0.9f,
-                    .beta2 = 0.95f, .eps = 1e-6f, .weight_decay = 0.01f, .max_norm = (float)S->clip};
+                    .beta2 = 0.95f, .eps = 1e-6f, .weight_decay = 0.01f,
+                    /* p = 1: a limit above every norm the steps reach, so that the rule's
+                     * other branch (no clipping) is graded too */
+                    .max_norm = (float)(p == 1 ? S->clip * L8_NO_CLIP : S->clip)};
 }
 
 void l8_step_configs(l8_state *S, int N) {
