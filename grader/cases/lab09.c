@@ -2,7 +2,8 @@
  *
  * Cases:
  *   config.*     moe_config_check on good and bad configurations (every rank the same code)
- *   route.*      the host router and its backward against the float64 reference
+ *   route.*      the host router and its backward against the float64 reference (ties:
+ *                every token's k-th and (k+1)-th logits equal, the lower index wins)
  *   alltoallv.*  moe_alltoallv, bit for bit, with its exact bytes to every rank
  *   layer.*      forward and backward of the whole layer, two-sided and one-sided, E = n,
  *                2n, 4n, k = 1, 2, uniform / capacity drops / skewed routing; outputs,
@@ -54,7 +55,7 @@ void l9_params_of(const drv_case *c, l9_params *p) {
 
 /* ---- the plan --------------------------------------------------------------------------- */
 
-static const char *VARIANTS[] = {"uniform", "drops", "skew"};
+static const char *VARIANTS[] = {"uniform", "drops", "skew", "ties"};
 static const char *CFG_NAMES[CFG_COUNT] = {"ok", "shape", "topk3", "topk_gt_experts", "capacity0", "capacity_negative",
                                            "experts_not_multiple", "hidden_mismatch"};
 static const char *A2A_NAMES[] = {"random", "empty", "skew"};
@@ -82,7 +83,7 @@ static void plan(const drv_test *t, drv_plan *pp) {
             add(pp, t, "config", K_CONFIG, v, 0, 0, 0, 1, 0, 0, "config.%s", CFG_NAMES[v]);
     for (int k = 1; k <= 2; k++)
         for (int E = 4; E <= 8; E += 4)
-            for (int v = 0; v < 3; v++) add(pp, t, "route", K_ROUTE, v, 0, E, k, 1, 0, 0, "route.k%d.E%d.%s", k, E, VARIANTS[v]);
+            for (int v = 0; v < 4; v++) add(pp, t, "route", K_ROUTE, v, 0, E, k, 1, 0, 0, "route.k%d.E%d.%s", k, E, VARIANTS[v]);
     for (int v = 0; v < 3; v++) add(pp, t, "alltoallv", K_A2A, v, 0, 0, 0, 1, 0, 0, "alltoallv.%s", A2A_NAMES[v]);
     for (int d = 0; d < 2; d++) {
         const char *dn = d ? "one" : "two", *group = d ? "layer_one_sided" : "layer_two_sided";

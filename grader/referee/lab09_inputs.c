@@ -46,20 +46,23 @@ static void softmax_row(const double *l, double *p, int E) {
     for (int e = 0; e < E; e++) p[e] /= sum;
 }
 
-/* The top k+1 probabilities are apart by MARGIN (k < E); for k = E only the order matters. */
-static bool token_ok(const double *p, int E, int k) {
-    double best[3] = {-1, -1, -1};
+/* The top k+1 probabilities are apart by MARGIN (k < E); for k = E only the order matters.
+ * ties: the k-th and (k+1)-th are equal on purpose (route.*.ties), and the (k+2)-th is
+ * apart from them. */
+static bool token_ok(const double *p, int E, int k, bool ties) {
+    double best[5] = {-1, -1, -1, -1, -1};
     for (int e = 0; e < E; e++) {
         double v = p[e];
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < 5; i++)
             if (v > best[i]) {
                 double t = best[i];
                 best[i] = v, v = t;
             }
     }
     int upto = k < E ? k : E - 1;
+    if (ties) upto = k + 1 < E ? k + 1 : E - 1;
     for (int i = 0; i < upto; i++)
-        if (best[i] - best[i + 1] < MARGIN) return false;
+        if (best[i] - best[i + 1] < MARGIN && !(ties && i == k - 1)) return false;
     return true;
 }
 
@@ -88,26 +91,27 @@ static int capacity_clash(const llm_moe_shape *s, const llm_moe_routing *r) {
  * margin; row(t, attempt, out) writes token t's logits for that attempt. */
 typedef void (*row_fn)(void *ctx, int t, int attempt, double *logits_row);
 
-static void draw_token(const llm_moe_shape *s, row_fn row, void *ctx, int t, int *attempt, double *l, double *pr) {
+static void draw_token(const llm_moe_shape *s, row_fn row, void *ctx, bool ties, int t, int *attempt, double *l,
+                       double *pr) {
     int E = s->experts;
     do {
         row(ctx, t, attempt[t]++, l + (size_t)t * E);
         softmax_row(l + (size_t)t * E, pr, E);
-    } while (!token_ok(pr, E, s->top_k) && attempt[t] < 20000);
+    } while (!token_ok(pr, E, s->top_k, ties) && attempt[t] < 20000);
 }
 
-static void draw_routable(const llm_moe_shape *s, row_fn row, void *ctx) {
+static void draw_routable(const llm_moe_shape *s, row_fn row, void *ctx, bool ties) {
     int T = s->tokens, E = s->experts;
     int *attempt = alloc0((size_t)T, sizeof *attempt);
     double *l = alloc0((size_t)T * E, sizeof *l), *pr = alloc0((size_t)E, sizeof *pr);
-    for (int t = 0; t < T; t++) draw_token(s, row, ctx, t, attempt, l, pr);
+    for (int t = 0; t < T; t++) draw_token(s, row, ctx, ties, t, attempt, l, pr);
     llm_moe_routing r;
     llm_moe_routing_alloc(&r, s);
     for (int round = 0; round < 20000; round++) {
         llm_moe_route(s, l, &r);
         int t = capacity_clash(s, &r);
         if (t < 0) break;
-        draw_token(s, row, ctx, t, attempt, l, pr);
+        draw_token(s, row, ctx, ties, t, attempt, l, pr);
     }
     llm_moe_routing_free(&r);
     free(attempt);
@@ -133,6 +137,18 @@ static void route_row(void *v, int t, int attempt, double *out) {
         if (c->p->variant == V_SKEW && e == 0) x += 5;
         c->logits[(size_t)t * E + e] = x;
         out[e] = x;
+    }
+    if (c->p->variant == V_TIES && c->p->k < E) { /* the (k+1)-th largest logit made equal to the k-th */
+        int k = c->p->k, order[64];
+        for (int e = 0; e < E; e++) order[e] = e;
+        for (int i = 0; i <= k; i++)
+            for (int j = i + 1; j < E; j++)
+                if (out[order[j]] > out[order[i]]) {
+                    int tmp = order[i];
+                    order[i] = order[j], order[j] = tmp;
+                }
+        out[order[k]] = out[order[k - 1]];
+        c->logits[(size_t)t * E + order[k]] = c->logits[(size_t)t * E + order[k - 1]];
     }
 }
 
@@ -182,7 +198,7 @@ void l9_inputs_make(const l9_params *p, int rank, uint64_t seed, uint64_t pub, l
         llm_moe_shape s = shape_of(p);
         in->logits = alloc0((size_t)T * E, sizeof(float));
         route_ctx rc = {p, seed, in->logits};
-        draw_routable(&s, route_row, &rc);
+        draw_routable(&s, route_row, &rc, p->variant == V_TIES);
         /* dgate: 0 on dropped assignments, as moe_forward's backward would give */
         double *l = alloc0((size_t)T * E, sizeof *l);
         for (size_t i = 0; i < (size_t)T * E; i++) l[i] = in->logits[i];
@@ -238,7 +254,7 @@ void l9_inputs_make(const l9_params *p, int rank, uint64_t seed, uint64_t pub, l
     in->x = alloc0((size_t)p->calls * T * H, sizeof(float));
     for (int call = 0; call < p->calls; call++) {
         token_ctx tc = {p, seed, call, in->wr, in->x + (size_t)call * T * H};
-        draw_routable(&s, token_row, &tc);
+        draw_routable(&s, token_row, &tc, false);
     }
     in->dy = alloc0((size_t)T * H, sizeof(float));
     for (size_t i = 0; i < (size_t)T * H; i++) in->dy[i] = uni(seed, ID_DY, i, -1, 1);
