@@ -32,6 +32,34 @@ static void *slot_in(drv_case *c, const char *name, const void *src, size_t byte
     return p;
 }
 
+/* What the gradients hold before moe_backward, which accumulates into them (+=): small
+ * values from this rank's seed (|g0| <= 2^-10, well under the gradients' scale, so that
+ * float rounding of the sum stays far below the tolerance), taken off again in check. */
+#define G0_MAX (1.0 / 1024)
+static void g0_values(drv_case *c, float *g, size_t n, uint64_t id) {
+    uint64_t seed = drv_case_seed(c, c->rank, 0);
+    for (size_t i = 0; i < n; i++)
+        g[i] = (float)(G0_MAX * (2.0 * (double)(pl_rng_bits(seed, 0x9000 + id, i) >> 11) / 9007199254740992.0 - 1.0));
+}
+
+static const char *const G_SLOTS[4] = {"dwr", "dwg", "dwu", "dwd"};
+
+static void g0_slot(drv_case *c, int which, size_t n) {
+    g0_values(c, drv_slot_new(c, G_SLOTS[which], n * sizeof(float), DRV_INOUT), n, (uint64_t)which);
+}
+
+/* The gradient moe_backward added: the slot less what it held before. */
+static float *g0_taken_off(drv_case *c, int which) {
+    float *g = drv_slot_host(c, G_SLOTS[which]);
+    size_t n = drv_slot_bytes(c, G_SLOTS[which]) / sizeof(float);
+    float *g0 = malloc((n + 1) * sizeof *g0);
+    PL_CHECK(g0 != NULL, "out of host memory");
+    g0_values(c, g0, n, (uint64_t)which);
+    for (size_t i = 0; i < n; i++) g[i] = (float)((double)g[i] - (double)g0[i]);
+    free(g0);
+    return g;
+}
+
 /* The routing a route case or a layer's last forward leaves. */
 static void routing_slots(drv_case *c, const l9_params *p) {
     size_t TE = (size_t)p->T * p->E, A = (size_t)p->T * p->k;
@@ -85,10 +113,10 @@ void lab9_setup(drv_case *c) {
         drv_slot_new(c, "y", calls * T * H * sizeof(float), DRV_OUT);
         drv_slot_new(c, "dx", T * H * sizeof(float), DRV_OUT);
         routing_slots(c, p);
-        drv_slot_new(c, "dwr", E * H * sizeof(float), DRV_OUT | DRV_ZEROED); /* moe_backward accumulates */
-        drv_slot_new(c, "dwg", Le * F * H * sizeof(float), DRV_OUT | DRV_ZEROED);
-        drv_slot_new(c, "dwu", Le * F * H * sizeof(float), DRV_OUT | DRV_ZEROED);
-        drv_slot_new(c, "dwd", Le * H * F * sizeof(float), DRV_OUT | DRV_ZEROED);
+        g0_slot(c, 0, E * H); /* moe_backward accumulates into them */
+        g0_slot(c, 1, Le * F * H);
+        g0_slot(c, 2, Le * F * H);
+        g0_slot(c, 3, Le * H * F);
         break;
     }
     case K_AR: {
@@ -115,8 +143,8 @@ static l9_outputs outputs_of(drv_case *c, const l9_params *p) {
     case K_LAYER:
     case K_REUSE:
         o.y = drv_slot_host(c, "y"), o.dx = drv_slot_host(c, "dx");
-        o.dwr = drv_slot_host(c, "dwr"), o.dwg = drv_slot_host(c, "dwg");
-        o.dwu = drv_slot_host(c, "dwu"), o.dwd = drv_slot_host(c, "dwd");
+        o.dwr = g0_taken_off(c, 0), o.dwg = g0_taken_off(c, 1);
+        o.dwu = g0_taken_off(c, 2), o.dwd = g0_taken_off(c, 3);
         break;
     case K_ROUTE: o.dlogits = drv_slot_host(c, "dlogits"); break;
     }
