@@ -8,7 +8,8 @@
  * all of the variant's cases. The cases:
  *   layout.buckets, layout.chunks  zero_buckets and zero_chunk against the referee's own
  *   plan.reshard, plan.errors      zero_ckpt_plan from every saved layout to every new one
- *   train.V     K AdamW steps with global-norm clipping: every rank's parameters, its master
+ *   train.V     the master weights right after zero_init, bit for bit the fp32 initial
+ *               values; then K AdamW steps with global-norm clipping: every rank's parameters, its master
  *               weights and moments, and the loss of every step against the single-rank run
  *               (fp32: 1e-5 relative; bf16: the single-rank bf16 run, README.md's bound)
  *   pieces.V    the buckets and the pieces this rank owns, against the layout rules

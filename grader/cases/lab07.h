@@ -188,6 +188,8 @@ typedef struct {
     uint64_t mem_end[PL_MEM_NTAGS];    /* after zero_free                                  */
     uint64_t nvalues;                  /* elements of the pieces: floats of each of master,
                                           m and v in "vals"                                */
+    uint64_t nmaster0;                 /* floats in "master0": the pieces' master weights
+                                          right after zero_init                            */
     l7_step step[L7_MAX_STEPS];
     l7_bucket bucket[L7_MAX_BUCKETS];
     l7_piece piece[L7_MAX_PIECES];

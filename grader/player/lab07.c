@@ -68,6 +68,8 @@ void l7_play_run(drv_case *c) {
     l7_record *rec = drv_slot(c, "rec");
     l7_ops *ops = drv_slot_bytes(c, "ops") >= sizeof(l7_ops) ? drv_slot(c, "ops") : NULL;
     l7_session *s = l7_session_start(in, drv_slot(c, "init"), pl_comm_world(), rec);
+    if (drv_slot_bytes(c, "master0")) /* the master weights zero_init made, before any step */
+        rec->nmaster0 = l7_session_masters(s, drv_slot(c, "master0"), drv_slot_bytes(c, "master0") / sizeof(float));
     l7_session_steps(s, drv_slot(c, "tok"), drv_slot(c, "tgt"), in->steps, rec, ops, true);
     l7_session_finish(s, rec, drv_slot(c, "vals"), drv_slot(c, "full"));
 }

@@ -336,6 +336,20 @@ void l7_session_steps(l7_session *s, const int *tok, const int *tgt, int count, 
     }
 }
 
+size_t l7_session_masters(l7_session *s, float *out, size_t cap) {
+    zero_piece *pc = malloc(L7_MAX_PIECES * sizeof *pc);
+    PL_CHECK(pc != NULL, "out of host memory");
+    int np = zero_pieces(&s->z, pc, L7_MAX_PIECES);
+    size_t total = 0;
+    for (int j = 0; j < np && j < L7_MAX_PIECES; j++) {
+        if (!pc[j].master || pc[j].count > cap - total) break;
+        pl_download(out + total, pc[j].master, pc[j].count * 4);
+        total += pc[j].count;
+    }
+    free(pc);
+    return total;
+}
+
 /* The pieces and their values, every unit's parameters as the hook gives them. */
 static void final_state(l7_session *s, l7_record *rec, float *vals, float *full) {
     const zero_model *m = &s->m;

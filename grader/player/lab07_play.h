@@ -47,6 +47,9 @@ zero_state *l7_session_state(l7_session *s);
 /* The pieces and their values into rec and vals ([3][psi]: master, m, v), every unit's
  * parameters into full ([psi], unit after unit); then zero_free and the memory after it. */
 void l7_session_finish(l7_session *s, l7_record *rec, float *vals, float *full);
+/* The master weights of this rank's pieces (zero_pieces' order), into out (at most cap
+ * floats); how many. */
+size_t l7_session_masters(l7_session *s, float *out, size_t cap);
 /* The same without the final state (a session whose state nobody reads). */
 void l7_session_drop(l7_session *s);
 

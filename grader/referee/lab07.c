@@ -92,6 +92,7 @@ static void put_outputs(drv_case *c, const l7_lab *L, bool ops) {
     drv_slot_new(c, "rec", sizeof(l7_record), DRV_OUT | DRV_ZEROED | DRV_HOST);
     drv_slot_new(c, "vals", 3 * psi * sizeof(float), DRV_OUT | DRV_HOST);
     drv_slot_new(c, "full", psi * sizeof(float), DRV_OUT | DRV_HOST);
+    drv_slot_new(c, "master0", psi * sizeof(float), DRV_OUT | DRV_HOST);
     if (ops) drv_slot_new(c, "ops", sizeof(l7_ops), DRV_OUT | DRV_ZEROED | DRV_HOST);
 }
 
@@ -125,6 +126,11 @@ static l7_out *take_out(drv_case *c, const l7_lab *L) {
     memcpy(o->m, vals + psi, r->nvalues * sizeof(float));
     memcpy(o->v, vals + 2 * psi, r->nvalues * sizeof(float));
     memcpy(o->full, drv_slot_host(c, "full"), psi * sizeof(float));
+    if (r->nmaster0 > psi) r->nmaster0 = psi;
+    o->master0 = malloc((psi + 1) * sizeof(float));
+    PL_CHECK(o->master0 != NULL, "out of host memory");
+    if (drv_slot_bytes(c, "master0")) memcpy(o->master0, drv_slot_host(c, "master0"), r->nmaster0 * sizeof(float));
+    else r->nmaster0 = 0;
     if (drv_slot_bytes(c, "ops") >= sizeof(l7_ops)) {
         o->ops = malloc(sizeof *o->ops);
         PL_CHECK(o->ops != NULL, "out of host memory");
@@ -153,7 +159,7 @@ static void count_steps(l7_out *o, int steps) {
 
 void l7_out_free(l7_out *o) {
     if (!o) return;
-    free(o->master), free(o->m), free(o->v), free(o->full), free(o->ops);
+    free(o->master), free(o->m), free(o->v), free(o->full), free(o->ops), free(o->master0);
     memset(o, 0, sizeof *o);
 }
 
@@ -218,7 +224,8 @@ void l7_run_check(drv_case *c) {
         const l7_ref *ref = l7_reference(L, cfg.param);
         bool bf16 = cfg.param == L7_BF16;
         double tol = bf16 ? l7_bf16_tolerance(L) : l7_adam_tolerance();
-        if (l7_check_params(c, L, o, ref, tol, bf16 ? "bf16 run vs the single-rank bf16 run" : "vs the single-rank run"))
+        if (l7_check_master0(c, L, o) &&
+            l7_check_params(c, L, o, ref, tol, bf16 ? "bf16 run vs the single-rank bf16 run" : "vs the single-rank run"))
             l7_check_losses(c, o, ref, 0, L->f->steps, L->np, tol);
         break;
     }

@@ -24,6 +24,7 @@ typedef struct {
     l7_record rec;
     float *master, *m, *v;             /* rec.nvalues each, piece by piece                 */
     float *full;                       /* Ψ: every unit's parameters, unit after unit      */
+    float *master0;                    /* rec.nmaster0: the pieces' masters after zero_init */
     l7_ops *ops;                       /* the last step's ops (ZeRO-3), or NULL            */
     int counted;                       /* > 0: the referees counted the traffic of this many
                                           steps (the steps asked for) into rec.step[]      */
@@ -84,6 +85,9 @@ l7_traffic l7_traffic_formula(const l7_model *m, const l7_cfg *c, int world);
 /* The checks of a training run's outputs (every rank calls them in the same order). */
 void l7_check_layout(drv_case *c, const l7_lab *L, const l7_out *o, const l7_cfg *cfg);
 /* true when every rank passed (decide on it: the same answer everywhere) */
+/* The master weights right after zero_init are the initial fp32 parameters, bit for bit
+ * (in a bf16 run too: not the rounded parameters). */
+bool l7_check_master0(drv_case *c, const l7_lab *L, const l7_out *o);
 bool l7_check_params(drv_case *c, const l7_lab *L, const l7_out *o, const l7_ref *ref, double tol, const char *what);
 void l7_check_losses(drv_case *c, const l7_out *o, const l7_ref *ref, int first, int nsteps, int world, double tol);
 void l7_check_memory(drv_case *c, const l7_lab *L, const l7_out *o, const l7_cfg *cfg);

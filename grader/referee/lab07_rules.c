@@ -228,6 +228,36 @@ void l7_check_layout(drv_case *c, const l7_lab *L, const l7_out *o, const l7_cfg
  * the worst tensor named); the master weights and moments of the pieces, summed over the
  * ranks; and, exactly, that the parameters a rank computes with are its own master
  * weights (rounded to nearest even in bf16 runs) wherever it owns them. */
+bool l7_check_master0(drv_case *c, const l7_lab *L, const l7_out *o) {
+    if (!l7_run_ok(c, o)) return false;
+    const l7_model *m = &L->model;
+    gpt_config g = l7_gpt(L->f, L->f->batch);
+    char why[300] = "";
+    size_t at = 0;
+    for (int j = 0; !o->idle && j < o->rec.npieces && !why[0]; j++) {
+        const l7_piece *p = &o->rec.piece[j];
+        if (p->tensor < 0 || p->tensor >= m->ntensors || p->count > m->tensor[p->tensor].numel ||
+            p->begin > m->tensor[p->tensor].numel - p->count)
+            break; /* the pieces case explains */
+        const l7_tensor *tt = &m->tensor[p->tensor];
+        if (p->count > o->rec.nmaster0 - at) {
+            snprintf(why, sizeof why, "zero_pieces right after zero_init gave %llu master values, the pieces hold more",
+                     (unsigned long long)o->rec.nmaster0);
+            break;
+        }
+        float *init = l7_init_unit(m, &g, L->seed, tt->unit);
+        for (size_t i = 0; i < p->count && !why[0]; i++, at++) {
+            float want = init[tt->offset + p->begin + i], got = o->master0[at];
+            if (memcmp(&got, &want, sizeof got) != 0)
+                snprintf(why, sizeof why, "the master weights after zero_init: tensor %d element %zu is %.9g, the initial "
+                         "parameter is %.9g (the master is the fp32 initial value itself, never a rounded copy)",
+                         p->tensor, p->begin + i, got, want);
+        }
+        free(init);
+    }
+    return drv_check_all(c, !why[0], "%s", why);
+}
+
 bool l7_check_params(drv_case *c, const l7_lab *L, const l7_out *o, const l7_ref *ref, double tol, const char *what) {
     if (!l7_run_ok(c, o)) return false;
     const l7_model *m = &L->model;
