@@ -1,5 +1,5 @@
-// expect: full allreduce.*
-// np: 2 3 4
+// expect: full allreduce.*.c16384 allreduce.*.c262144
+// np: 2 3
 /* A correct alternative: above the switch, lab_allreduce is the student's own ring
  * reduce-scatter into a scratch block followed by the ring all-gather (when the count
  * divides into the ranks; the ring otherwise): 2(n-1) messages per rank and the ring's

@@ -1,4 +1,5 @@
-// expect: wrong allreduce.*
+// expect: wrong allreduce.*.c16384
+// np: 3
 /* Broken on purpose: the switch compares the element count with LAB_ALLREDUCE_SMALL_BYTES
  * instead of the bytes (count * 4), so messages of 64 to 256 KiB still take recursive
  * doubling. Every result is right. */
