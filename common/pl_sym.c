@@ -111,7 +111,7 @@ static pl_sym_region *find(const void *p, size_t bytes, const char *what) {
 
 static size_t offset_of(const pl_sym_region *r, const void *p) { return (size_t)((const char *)p - (const char *)r->base); }
 
-void *pl_sym_malloc(size_t bytes) {
+void *pl_sym_malloc_at(size_t bytes, const char *file, int line) {
     ensure();
     pl_device_sync();
     double v[2] = {(double)bytes, -(double)bytes};
@@ -131,7 +131,7 @@ void *pl_sym_malloc(size_t bytes) {
     g_sb->alloc(r);
     PL_CHECK(r->base != NULL, "symmetric allocation failed");
     g_nregions++;
-    pl_alloc_info a = {.ptr = r->base, .bytes = bytes, .file = __FILE__, .line = __LINE__};
+    pl_alloc_info a = {.ptr = r->base, .bytes = bytes, .file = file, .line = line};
     pl_mem_track_alloc(&a);
     return r->base;
 }

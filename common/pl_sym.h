@@ -46,8 +46,10 @@ typedef enum { PL_SIG_SET = 0, PL_SIG_ADD = 1 } pl_sig_op;
 typedef enum { PL_CMP_EQ = 0, PL_CMP_NE, PL_CMP_GT, PL_CMP_GE, PL_CMP_LT, PL_CMP_LE } pl_cmp;
 
 /* Collective over the world. `bytes` must be the same on every rank (else a usage error on
- * every rank); the memory is zeroed. 0 bytes returns NULL on every rank. */
-void *pl_sym_malloc(size_t bytes);
+ * every rank); the memory is zeroed. 0 bytes returns NULL on every rank. The macro names
+ * its call site, which a leak report gives (as pl_malloc's, pl_device.h). */
+void *pl_sym_malloc_at(size_t bytes, const char *file, int line);
+#define pl_sym_malloc(bytes) pl_sym_malloc_at((bytes), __FILE__, __LINE__)
 /* Collective: every rank frees its copy of the same allocation (pending puts first). */
 void pl_sym_free(void *p);
 

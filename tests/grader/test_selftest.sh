@@ -10,6 +10,7 @@
 #       // expect: pass GLOB      every case passes, and then
 #       // expect-perf: RULE      the rubric's performance rule RULE scores below its maximum
 #       // np: 3                   graded at these world sizes instead of the lab's broken-np
+#       // expect-message: TEXT    the report (cases.json or the console) contains TEXT
 #     A broken file includes the solution and replaces one function (see the files).
 # Lab 0 (nothing to implement) must score full marks at 2 and 3 ranks.
 # The AddressSanitizer flavour (make SANITIZE=address, build/asan/): every lab's solution at
@@ -269,6 +270,14 @@ print(" ".join(t["name"] for t in json.load(open(sys.argv[1]))["tests"] if "evid
             ok "$lab/$name: caught as $cls ($hit), $score"
         else
             notok "$lab/$name: caught as $cls (seen: $(classes "$TMP/$lab-$name/cases.json" | awk '{print $2}' | sort | uniq -c | tr '\n' ' '))"
+        fi
+        msg=$(sed -n 's|^// expect-message: ||p' "$f" | head -n 1)
+        if [ -n "$msg" ]; then
+            if grep -qF -- "$msg" "$TMP/$lab-$name/cases.json" "$TMP/$lab-$name.log" 2>/dev/null; then
+                ok "$lab/$name: the report says '$msg'"
+            else
+                notok "$lab/$name: the report says '$msg'"
+            fi
         fi
     done
     [ "$nbroken" -ge 6 ] && ok "$lab: $nbroken broken implementations checked" || notok "$lab: at least 6 broken implementations ($nbroken)"

@@ -1,4 +1,4 @@
-// expect: deadlock allreduce_ring.oop.*
+// expect: deadlock allreduce_ring.oop.c512
 // np: 3
 /* Broken on purpose: each ring step sends, then receives, without a group. Every rank
  * sends at the same time; a send completes only when the peer posts its receive, which it
