@@ -72,7 +72,8 @@ static void plan_all(const drv_test *t, drv_plan *p) {
         bool choice = strcmp(co->name, "allreduce") == 0;
         size_t upto = choice ? nall : ns;
         for (size_t i = 0; i < upto; i++) {
-            if (choice && sizes[i] > 8 && i + 1 < ns) continue;
+            bool edge_size = sizes[i] == edge[0] || sizes[i] == edge[1];
+            if (choice && sizes[i] > 8 && i + 1 < ns && !edge_size) continue;
             for (int root = 0; root < (co->rooted ? n : 1); root++) {
                 bool every = sizes[i] * 4 <= (size_t)g_all_roots_max;
                 if (co->rooted && !every && root != 0 && root != n - 1) continue;
