@@ -149,7 +149,7 @@ export PL_ARGS := $(ARGS)
 export PL_HIDDEN := $(HIDDEN)
 export PL_SUBMISSIONS := $(SUBMISSIONS)
 
-.PHONY: all libs engine config help doctor test test-bins test-faults test-fresh bench clean grade drivers driver asan \
+.PHONY: all libs engine config help doctor test test-bins test-faults test-fresh test-multinode bench clean grade drivers driver asan \
         grade-class gradescope classroom \
         FORCE kernel-tests model-tests bench-kernels calibrate scaling
 
@@ -398,6 +398,11 @@ test-fresh:
 	@rc=0; for v in userns nouserns; do scripts/test-fresh.sh --variant $$v || rc=1; done; \
 	  if [ $$rc = 0 ]; then echo "test-fresh: both variants passed"; else echo "test-fresh: FAILED (logs: $(B)/fresh/*.log)"; fi; exit $$rc
 
+# make test-multinode: graded runs across two hosts simulated here (network namespaces, root):
+# Lab 1 solution and starter, Lab 6's training, hostile files and failures (tests/multinode/).
+test-multinode: all
+	@MAKE="$(MAKE)" B="$(B)" tests/multinode/test_multinode.sh
+
 # Every hostile student file of the fault suite, not only the quick ones (tests/grader/faults/).
 test-faults: all
 	@MAKE="$(MAKE)" MPIRUN="$(MPIRUN)" B="$(B)" FAULTS=all tests/grader/test_faults.sh
@@ -466,6 +471,7 @@ help:
 	@echo "  make test             the project's own tests; last line 'N passed, M failed'"
 	@echo "  make test-faults      the whole fault suite of hostile student files (make test runs the quick ones)"
 	@echo "  make test-fresh       the README's commands and Gradescope's scripts in a minimal Debian built here (root)"
+	@echo "  make test-multinode   graded runs across two hosts simulated with network namespaces (root)"
 	@echo "  make asan LAB=N       grade lab N's solution built with AddressSanitizer (build/asan/; NP=2 by default)"
 	@echo "  make test-llamacpp    the llama forward against llama.cpp's logits (needs llama-cpp-python; PYTHON=...)"
 	@echo "  make bench            side-by-side benchmarks of the kit, printed as ratio lines; LAB=N: that lab's bench mode"

@@ -26,9 +26,10 @@ PACKAGES=(openmpi-bin libopenmpi-dev libopenblas-dev libcjson-dev zlib1g-dev gnu
 # What make test uses besides: jq (results.json against Gradescope's format), xmllint
 # (junit.xml), python3-jsonschema (results.json against its schema), python3-yaml and
 # yamllint (the Classroom workflow: its structure, its lint), git (the class fixture's
-# clones), clang (the loaders' libFuzzer targets). The tests run Debian's python3
-# (/usr/bin/python3) where another one on PATH lacks these modules.
-TEST_PACKAGES=(jq libxml2-utils python3-yaml python3-jsonschema yamllint git clang)
+# clones), clang (the loaders' libFuzzer targets), iproute2 (make test-multinode's simulated
+# hosts). The tests run Debian's python3 (/usr/bin/python3) where another one on PATH lacks
+# these modules.
+TEST_PACKAGES=(jq libxml2-utils python3-yaml python3-jsonschema yamllint git clang iproute2)
 
 usage() {
     sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'

@@ -334,14 +334,28 @@ static void build_argv(strlist *argv, const run_config *cfg, int np, const rubri
     }
 }
 
-/* The run's environment: the engine's, plus this run's channel (its key never: the
- * referees get it over the channel, channel.c). */
+/* The run's environment: the engine's, plus this run's channel and secret (its key never:
+ * the referees get it over the channel, channel.c). Open MPI copies the environment of
+ * mpirun only to the ranks on its own host; mca_base_env_list names what it forwards to
+ * the others (srun forwards everything). */
 static void build_env(strlist *env, const run_config *cfg, const channel *ch)
 {
-    for (char **e = cfg->envp; e && *e; e++) strlist_push(env, *e);
-    char *sock = xasprintf("PL_RESULTS_SOCK=%s", ch->path);
-    strlist_push(env, sock);
-    free(sock);
+    const char *list = NULL;
+    for (char **e = cfg->envp; e && *e; e++) {
+        if (!strncmp(*e, "OMPI_MCA_mca_base_env_list=", 27)) list = *e + 27;
+        else strlist_push(env, *e);
+    }
+    char *where = ch->endpoint ? xasprintf("PL_ENGINE_TCP=%s", ch->endpoint) : xasprintf("PL_RESULTS_SOCK=%s", ch->path);
+    char *secret = xasprintf("PL_ENGINE_SECRET=%s", ch->secret);
+    char *fwd = xasprintf("OMPI_MCA_mca_base_env_list=%s%s%s;PL_ENGINE_SECRET", list && *list ? list : "",
+                          list && *list ? ";" : "", ch->endpoint ? "PL_ENGINE_TCP" : "PL_RESULTS_SOCK");
+    strlist_push(env, where);
+    strlist_push(env, secret);
+    strlist_push(env, fwd);
+    memset(secret, 0, strlen(secret));
+    free(where);
+    free(secret);
+    free(fwd);
 }
 
 /* The plan comes from the engine: the driver's referee lists the cases of world size np
@@ -523,6 +537,15 @@ static char *after_run(world *w, run_state *s, const child_run *ch, const char *
             if (!w->hidden) note(w, "note: %s stopped between cases: %s", wname, detail);
         } else {
             // no case began and none finished: a restart would do the same again
+            char *first = NULL;
+            if (!s->chan->accepted && !ch->out.total && ch->exit_code != EXIT_USAGE && ch->exit_code != EXIT_FATAL)
+                first = capture_first(&ch->err);  // the launcher started no rank: its first words say why
+            if (first) {
+                char *d = xasprintf("no rank's referee reached the engine; the launcher said first: %s", first);
+                free(detail);
+                free(first);
+                detail = d;
+            }
             char *why = xasprintf("not run: the %s ended before its first case: %s", restarts ? "restart" : "run",
                                   detail);
             why[strcspn(why, "\n")] = '\0';
@@ -570,7 +593,8 @@ void run_world(const run_config *cfg, int np, const rubric_run *extra, case_list
             }
         }
         channel chan;
-        channel_open(&chan, cfg->work_dir, ++serial, sb && sb->drop_root ? SANDBOX_UID : (uid_t)-1, cfg->rub->lab, np);
+        channel_open(&chan, cfg->work_dir, ++serial, sb && sb->drop_root ? SANDBOX_UID : (uid_t)-1, cfg->rub->lab, np,
+                     cfg->engine_addr);
         strlist argv = {0}, env = {0}, full = {0};
         build_argv(&argv, cfg, np, extra, &w.skipped, start_after);
         build_env(&env, cfg, &chan);
@@ -609,6 +633,14 @@ void run_world(const run_config *cfg, int np, const rubric_run *extra, case_list
             mkdir(sb->scratch, 0700);
             if (sb->drop_root && chown(sb->scratch, SANDBOX_UID, SANDBOX_UID) != 0) { /* the next run says why */ }
         }
+        if (chan.endpoint && restarts == 0 && !w.hidden) {  // across hosts: where each rank ran
+            char *hosts = channel_hosts(&chan);
+            if (hosts) note(&w, "%s: the ranks ran on %s (channel %s)", wname, hosts, chan.endpoint);
+            free(hosts);
+        }
+        if (chan.refused)
+            note(&w, "note: %s: %d connection(s) to %s without the run's secret were closed", wname, chan.refused,
+                 chan.endpoint);
         judge_finish(&s, &chan, &ch);
         char *next = after_run(&w, &s, &ch, start_after, restarts);
 

@@ -1,20 +1,28 @@
-/* channel.c - the results channel of one driver run (protocol 3).
+/* channel.c - the results channel of one driver run (protocol 4).
  *
- * A fresh directory (mkdtemp: mode 0700, a random name) under the engine's work directory
- * holds a listening AF_UNIX socket whose path reaches the run through its environment
- * (PL_RESULTS_SOCK). Every rank's referee connects and says hello with its rank; no player
- * (no student code) exists yet, because a referee starts its player only once it holds the
- * run's key, and the engine hands the key out only when every rank has said hello - at
- * which moment it closes and unlinks the listening socket, so nothing started later can
- * connect. The key never travels through an environment or a file.
+ * On one host, a fresh directory (mkdtemp: mode 0700, a random name) under the engine's work
+ * directory holds a listening AF_UNIX socket whose path reaches the run through its
+ * environment (PL_RESULTS_SOCK). Across hosts (PL_ENGINE_ADDR), the engine listens on TCP
+ * at that address instead and the run gets "ip:port" (PL_ENGINE_TCP). Either way, the run
+ * also gets the run's secret (PL_ENGINE_SECRET), every connection gets a challenge, and a
+ * referee's hello must answer it under the secret (handshake.h): a connection from anyone
+ * else on the network is closed unheard. No player (no student code) exists during the
+ * hellos, because a referee starts its player only once it holds the run's key, and the
+ * engine hands the key out - XORed with a pad only holders of the secret can compute, and
+ * signed - only when every rank has said hello; at that moment it stops listening, so
+ * nothing started later can connect. The key never travels in the clear, in an environment
+ * or in a file.
  *
  * After that, rank 0's connection carries the run's records (protocol.c reads them);
  * every other connection may carry one signed `abort` record (a referee that saw its player
  * break the protocol, or a relay altered) and nothing else. Lines are framed here, each at
  * most line_max bytes. */
 #include <cjson/cJSON.h>
+#include <arpa/inet.h>   // defines: inet_ntop
 #include <errno.h>
 #include <math.h>
+#include <netdb.h>       // defines: getaddrinfo
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,39 +31,120 @@
 #include <unistd.h>
 
 #include "engine.h"
-#include "siphash.h"  // defines: siphash_record, the signature of the abort record
+#include "handshake.h"  // defines: hs_mac, hs_crypt_key, HS_*
+#include "siphash.h"    // defines: siphash_record, the signature of the abort record
 
 #define READ_CHUNK 65536
-#define HELLO_MAX 512
+#define HELLO_MAX 1024
 #define CONNECTIONS_MAX(np) (2 * (np) + 8)  // refused ones included: no flood can grow this
 
-void channel_open(channel *ch, const char *work_dir, int serial, uid_t owner, const char *lab, int np)
+/* "host", "host:port", "[v6]:port": listen there (port 0: any free one); the address the
+ * referees are told is the one bound, numeric. */
+static void listen_tcp(channel *ch, const char *spec, int np)
+{
+    char host[256] = "", port[16] = "0";
+    const char *colon = strrchr(spec, ':');
+    if (spec[0] == '[') {  // [v6] or [v6]:port
+        const char *close = strchr(spec, ']');
+        if (!close || (close[1] && close[1] != ':') || (size_t)(close - spec - 1) >= sizeof host)
+            die_usage("PL_ENGINE_ADDR=%s: not an address (host, host:port or [v6]:port)", spec);
+        memcpy(host, spec + 1, (size_t)(close - spec - 1));
+        if (close[1] == ':') snprintf(port, sizeof port, "%s", close + 2);
+    } else if (colon && colon == strchr(spec, ':')) {  // one colon: host:port
+        if ((size_t)(colon - spec) >= sizeof host) die_usage("PL_ENGINE_ADDR=%s: the host name is too long", spec);
+        memcpy(host, spec, (size_t)(colon - spec));
+        snprintf(port, sizeof port, "%s", colon + 1);
+    } else {
+        snprintf(host, sizeof host, "%s", spec);
+    }
+    if (!host[0] || !port[0] || strspn(port, "0123456789") != strlen(port) || atoi(port) > 65535)
+        die_usage("PL_ENGINE_ADDR=%s: not an address (host, host:port or [v6]:port)", spec);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV},
+                    *res = NULL;
+    int rc = getaddrinfo(host, port, &hints, &res);
+    if (rc != 0) die_usage("PL_ENGINE_ADDR=%s: %s", spec, gai_strerror(rc));
+    int err = 0;
+    for (struct addrinfo *a = res; a && ch->listen_fd < 0; a = a->ai_next) {
+        int fd = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        int one = 1;
+        if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (fd >= 0 && bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, np + 4) == 0) {
+            ch->listen_fd = fd;
+            break;
+        }
+        err = errno;
+        if (fd >= 0) close(fd);
+    }
+    freeaddrinfo(res);
+    if (ch->listen_fd < 0)
+        die_usage("PL_ENGINE_ADDR=%s: cannot listen there (%s); give an address of this host that the nodes "
+                  "can reach", spec, strerror(err));
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    char ip[INET6_ADDRSTRLEN] = "?";
+    int bound_port = 0;
+    if (getsockname(ch->listen_fd, (struct sockaddr *)&ss, &len) == 0) {
+        if (ss.ss_family == AF_INET) {
+            struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+            inet_ntop(AF_INET, &v4->sin_addr, ip, sizeof ip);
+            bound_port = ntohs(v4->sin_port);
+        } else {
+            struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+            inet_ntop(AF_INET6, &v6->sin6_addr, ip, sizeof ip);
+            bound_port = ntohs(v6->sin6_port);
+        }
+    }
+    if (!strcmp(ip, "0.0.0.0") || !strcmp(ip, "::"))
+        die_usage("PL_ENGINE_ADDR=%s: the referees need one address of this host to connect to, not the "
+                  "wildcard", spec);
+    ch->endpoint = ss.ss_family == AF_INET6 ? xasprintf("[%s]:%d", ip, bound_port) : xasprintf("%s:%d", ip, bound_port);
+}
+
+void channel_open(channel *ch, const char *work_dir, int serial, uid_t owner, const char *lab, int np,
+                  const char *tcp_addr)
 {
     *ch = (channel){.listen_fd = -1, .line_max = LINE_MAX_BYTES, .np = np, .lab = lab};
     ch->dir = xasprintf("%s/run%d.XXXXXX", work_dir, serial);  // a name nobody can guess
     if (!mkdtemp(ch->dir)) die_engine("cannot create %s: %s", ch->dir, strerror(errno));
+    random_hex(ch->key, 16);
+    random_hex(ch->secret, 16);
+    ch->peers = xmalloc((size_t)CONNECTIONS_MAX(np) * sizeof *ch->peers);
+    if (owner != (uid_t)-1 && chown(ch->dir, owner, owner) != 0)
+        die_engine("cannot hand %s to uid %d: %s", ch->dir, (int)owner, strerror(errno));
+    if (tcp_addr && tcp_addr[0]) {
+        listen_tcp(ch, tcp_addr, np);
+        return;
+    }
     ch->path = xasprintf("%s/results.sock", ch->dir);
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     if (strlen(ch->path) >= sizeof addr.sun_path)
         die_engine("the socket path %s is too long; set TMPDIR to a shorter directory", ch->path);
     strcpy(addr.sun_path, ch->path);
-    random_hex(ch->key, 16);
-    ch->peers = xmalloc((size_t)CONNECTIONS_MAX(np) * sizeof *ch->peers);
-
     ch->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (ch->listen_fd < 0 || bind(ch->listen_fd, (struct sockaddr *)&addr, sizeof addr) != 0 ||
         listen(ch->listen_fd, np + 4) != 0)
         die_engine("cannot open the results socket %s: %s", ch->path, strerror(errno));
     // a sandboxed run is another user: it must reach the directory and the socket, nobody else
-    if (owner != (uid_t)-1 && (chown(ch->dir, owner, owner) != 0 || chown(ch->path, owner, owner) != 0))
+    if (owner != (uid_t)-1 && chown(ch->path, owner, owner) != 0)
         die_engine("cannot hand %s to uid %d: %s", ch->dir, (int)owner, strerror(errno));
+}
+
+/* A whole short line into a fresh connection (its buffer is empty: never blocks for long). */
+static void write_line(int fd, const char *text, size_t n)
+{
+    for (size_t off = 0; off < n;) {
+        ssize_t w = write(fd, text + off, n - off);
+        if (w < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+        if (w <= 0) break;
+        off += (size_t)w;
+    }
 }
 
 static void stop_listening(channel *ch)
 {
     if (ch->listen_fd >= 0) close(ch->listen_fd);  // connections queued behind are reset
     ch->listen_fd = -1;
-    unlink(ch->path);
+    if (ch->path) unlink(ch->path);
 }
 
 static bool distrust(channel *ch, char *why)
@@ -77,7 +166,13 @@ void channel_accept(channel *ch)
             distrust(ch, xasprintf("more than %d connections to the results channel", CONNECTIONS_MAX(ch->np)));
             return;
         }
-        ch->peers[ch->npeers++] = (chan_peer){.fd = fd, .rank = -1};
+        chan_peer *p = &ch->peers[ch->npeers++];
+        *p = (chan_peer){.fd = fd, .rank = -1};
+        random_hex(p->ne, 16);
+        char msg[128];
+        int n = snprintf(msg, sizeof msg, "{\"event\":\"challenge\",\"protocol\":%d,\"nonce\":\"%s\"}\n",
+                         HS_PROTOCOL, p->ne);
+        write_line(fd, msg, (size_t)n);
     }
 }
 
@@ -90,20 +185,56 @@ int channel_pollfds(const channel *ch, struct pollfd *out, int max)
     return n;
 }
 
-/* A referee's hello: {"event":"hello","protocol":3,"lab":L,"np":N,"rank":R}, unsigned (it
- * has no key yet); every rank once. */
+/* A hello that does not answer this connection's challenge under the run's secret: across
+ * hosts, anyone on the network may have connected (closed, counted, not held against the
+ * run); on one host only the run's own processes can reach the socket (distrust). */
+static bool refuse(channel *ch, chan_peer *p, const char *what)
+{
+    if (!ch->endpoint) return distrust(ch, xstrdup(what));
+    close(p->fd);
+    p->fd = -1;
+    ch->refused++;
+    return true;
+}
+
+/* A referee's hello: {"event":"hello","protocol":4,"lab":L,"np":N,"rank":R,"host":H,
+ * "nonce":NR} TAB its MAC under the secret (handshake.h); every rank once. */
 static bool on_hello(channel *ch, chan_peer *p, const char *line, size_t len)
 {
-    cJSON *o = cJSON_ParseWithLength(line, len);
+    const char *tab = memrchr(line, '\t', len);
+    size_t jlen = tab ? (size_t)(tab - line) : len;
+    cJSON *o = cJSON_ParseWithLength(line, jlen);
     const cJSON *ev = cJSON_GetObjectItemCaseSensitive(o, "event"), *ver = cJSON_GetObjectItemCaseSensitive(o, "protocol");
     const cJSON *lab = cJSON_GetObjectItemCaseSensitive(o, "lab"), *np = cJSON_GetObjectItemCaseSensitive(o, "np");
-    const cJSON *rank = cJSON_GetObjectItemCaseSensitive(o, "rank");
+    const cJSON *rank = cJSON_GetObjectItemCaseSensitive(o, "rank"), *nonce = cJSON_GetObjectItemCaseSensitive(o, "nonce");
+    const cJSON *host = cJSON_GetObjectItemCaseSensitive(o, "host");
     char *why = NULL;
-    if (!cJSON_IsObject(o) || !cJSON_IsString(ev) || strcmp(ev->valuestring, "hello"))
-        why = xstrdup("the first record of a connection is not a referee's hello");
-    else if (!cJSON_IsNumber(ver) || ver->valuedouble != 3)
-        why = xstrdup("the driver does not speak protocol 3 (rebuild it: make clean, then make)");
-    else if (!cJSON_IsString(lab) || strcmp(lab->valuestring, ch->lab)) {
+    if (!cJSON_IsObject(o) || !cJSON_IsString(ev) || strcmp(ev->valuestring, "hello")) {
+        cJSON_Delete(o);
+        return refuse(ch, p, "the first record of a connection is not a referee's hello");
+    }
+    if (!cJSON_IsNumber(ver) || ver->valuedouble != HS_PROTOCOL) {
+        cJSON_Delete(o);
+        return distrust(ch, xasprintf("the driver does not speak protocol %d (rebuild it: make clean, then make)",
+                                      HS_PROTOCOL));
+    }
+    // the secret first: nothing a stranger says is looked at
+    bool proven = false;
+    unsigned char secret[SIPHASH_KEY_BYTES];
+    if (tab && len - jlen - 1 == SIPHASH_HEX && cJSON_IsString(nonce) && strlen(nonce->valuestring) == HS_NONCE_HEX &&
+        strspn(nonce->valuestring, "0123456789abcdef") == HS_NONCE_HEX && siphash_key_from_hex(ch->secret, secret) == 0) {
+        char hex[SIPHASH_HEX + 1];
+        memcpy(hex, tab + 1, SIPHASH_HEX);
+        hex[SIPHASH_HEX] = '\0';
+        proven = strspn(hex, "0123456789abcdef") == SIPHASH_HEX &&
+                 strtoull(hex, NULL, 16) == hs_mac(secret, HS_TAG_HELLO, p->ne, nonce->valuestring, line, jlen);
+    }
+    memset(secret, 0, sizeof secret);
+    if (!proven) {
+        cJSON_Delete(o);
+        return refuse(ch, p, "a hello that does not answer its challenge with the run's secret");
+    }
+    if (!cJSON_IsString(lab) || strcmp(lab->valuestring, ch->lab)) {
         char *q = xstrdup(cJSON_IsString(lab) ? lab->valuestring : "(none)");
         flatten_text(q, 60);
         why = xasprintf("the driver is for lab '%s', not '%s'", q, ch->lab);
@@ -117,28 +248,68 @@ static bool on_hello(channel *ch, chan_peer *p, const char *line, size_t len)
         int r = (int)rank->valuedouble;
         for (int i = 0; i < ch->npeers; i++)
             if (ch->peers[i].rank == r) why = xasprintf("two connections say hello as rank %d", r);
-        if (!why) p->rank = r;
+        if (!why) {
+            p->rank = r;
+            snprintf(p->nr, sizeof p->nr, "%s", nonce->valuestring);
+            p->host = xstrdup(cJSON_IsString(host) && host->valuestring[0] ? host->valuestring : "?");
+            flatten_text(p->host, 64);
+        }
     }
     cJSON_Delete(o);
     if (why) return distrust(ch, why);
     if (++ch->hellos < ch->np) return true;
     // every rank is here, and no player runs yet: close the door, then hand out the key
     stop_listening(ch);
-    char msg[64];
-    int n = snprintf(msg, sizeof msg, "{\"event\":\"key\",\"key\":\"%s\"}\n", ch->key);
+    if (siphash_key_from_hex(ch->secret, secret) != 0) return distrust(ch, xstrdup("the run's secret is malformed"));
     for (int i = 0; i < ch->npeers; i++) {
         chan_peer *q = &ch->peers[i];
         if (q->rank < 0 || q->fd < 0) continue;
-        for (ssize_t off = 0; off < n;) {  // 60 bytes into a fresh socket: never blocks for long
-            ssize_t w = write(q->fd, msg + off, (size_t)(n - off));
-            if (w < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-            if (w <= 0) break;
-            off += w;
-        }
+        char enc[2 * SIPHASH_KEY_BYTES + 1], msg[160];
+        if (hs_crypt_key(secret, q->ne, q->nr, ch->key, enc) != 0) continue;
+        int n = snprintf(msg, sizeof msg, "{\"event\":\"key\",\"key\":\"%s\"}", enc);
+        uint64_t mac = hs_mac(secret, HS_TAG_KEY, q->ne, q->nr, msg, (size_t)n);
+        n += snprintf(msg + n, sizeof msg - (size_t)n, "\t%016llx\n", (unsigned long long)mac);
+        write_line(q->fd, msg, (size_t)n);
+        memset(msg, 0, sizeof msg);
     }
-    memset(msg, 0, sizeof msg);
+    memset(secret, 0, sizeof secret);
     ch->keyed = true;
     return true;
+}
+
+char *channel_hosts(const channel *ch)
+{
+    if (!ch->keyed) return NULL;
+    strlist out = {0};
+    const chan_peer **by_rank = xmalloc((size_t)ch->np * sizeof *by_rank);  // every rank said hello once
+    for (int i = 0; i < ch->npeers; i++)
+        if (ch->peers[i].rank >= 0) by_rank[ch->peers[i].rank] = &ch->peers[i];
+    bool *done = xmalloc((size_t)ch->np * sizeof *done);
+    memset(done, 0, (size_t)ch->np * sizeof *done);
+    for (int i = 0; i < ch->np; i++) {
+        const chan_peer *p = by_rank[i];
+        if (done[i]) continue;
+        strlist ranks = {0};
+        for (int j = i; j < ch->np; j++) {
+            const chan_peer *q = by_rank[j];
+            if (done[j] || strcmp(q->host, p->host)) continue;
+            done[j] = true;
+            char r[16];
+            snprintf(r, sizeof r, "%d", q->rank);
+            strlist_push(&ranks, r);
+        }
+        char *list = strlist_join(&ranks, ",");
+        char *one = xasprintf("%s (rank%s %s)", p->host, ranks.count > 1 ? "s" : "", list);
+        strlist_push(&out, one);
+        free(one);
+        free(list);
+        strlist_free(&ranks);
+    }
+    free(done);
+    free(by_rank);
+    char *text = strlist_join(&out, ", ");
+    strlist_free(&out);
+    return text;
 }
 
 /* A record from another rank than 0: one signed abort, saying why its referee stopped. */
@@ -200,17 +371,21 @@ static bool read_peer(channel *ch, chan_peer *p, size_t budget, line_fn fn, void
             const char *line = p->buf + start;
             start = i + 1;
             bool ok;
-            if (p->rank < 0) ok = n > HELLO_MAX ? distrust(ch, xstrdup("an overlong hello")) : on_hello(ch, p, line, n);
+            if (p->rank < 0) ok = n > HELLO_MAX ? refuse(ch, p, "an overlong hello") : on_hello(ch, p, line, n);
             else if (!ch->keyed) ok = distrust(ch, xasprintf("rank %d wrote before every rank had said hello", p->rank));
             else if (p->rank != 0) ok = n > LINE_MAX_BYTES ? distrust(ch, xstrdup("an overlong record")) : on_other(ch, p, line, n);
             else ok = n > ch->line_max ? fn(ctx, NULL, 0) : fn(ctx, line, n);
-            if (!ok) {
+            if (!ok || p->fd < 0) {  // stopped trusting, or a stranger's connection closed
                 p->len = 0;
-                return false;
+                return ok;
             }
         }
         memmove(p->buf, p->buf + start, p->len - start);
         p->len -= start;
+        if (p->rank < 0 && p->len > HELLO_MAX) {
+            p->len = 0;
+            return refuse(ch, p, "an overlong hello");
+        }
         if (p->len > ch->line_max && p->len > HELLO_MAX) {  // no newline in sight: over the cap already
             p->len = 0;
             return p->rank == 0 && ch->keyed ? fn(ctx, NULL, 0) : distrust(ch, xstrdup("an overlong record"));
@@ -239,14 +414,17 @@ void channel_close(channel *ch)
     for (int i = 0; i < ch->npeers; i++) {
         if (ch->peers[i].fd >= 0) close(ch->peers[i].fd);
         free(ch->peers[i].buf);
+        free(ch->peers[i].host);
     }
     free(ch->peers);
     if (ch->path) unlink(ch->path);
     if (ch->dir) rmdir(ch->dir);
     free(ch->dir);
     free(ch->path);
+    free(ch->endpoint);
     free(ch->tamper);
     free(ch->abort_case);
     memset(ch->key, 0, sizeof ch->key);
+    memset(ch->secret, 0, sizeof ch->secret);
     *ch = (channel){.listen_fd = -1};
 }

@@ -134,10 +134,24 @@ static bool starts_with(const char *line, const void *prefix)
     return !strncmp(line, prefix, strlen(prefix));
 }
 
+/* A referee's own diagnosis ("[rank 2 on node2] referee: cannot reach ..."): it names the
+ * cause, where the launcher's lines after it name only the exit. */
+static bool referee_says(const char *line, const void *arg)
+{
+    (void)arg;
+    return line[0] == '[' && strstr(line, "] referee: ") != NULL;
+}
+
 char *capture_reason(const capture *c)
 {
-    char *line = find_line(c, true, mentions_error, NULL);
+    char *line = find_line(c, false, referee_says, NULL);
+    if (!line) line = find_line(c, true, mentions_error, NULL);
     return line ? line : find_line(c, true, not_banner, NULL);
+}
+
+char *capture_first(const capture *c)
+{
+    return find_line(c, false, not_banner, NULL);
 }
 
 char *capture_find_line(const capture *c, const char *needle)

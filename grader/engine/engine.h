@@ -280,19 +280,25 @@ typedef struct {
     int fd;           // -1 after end of file
     int rank;         // -1 until its hello
     uint64_t seq;     // records read (other ranks: the signature's number)
+    char ne[33];      // the challenge this connection got (handshake.h)
+    char nr[33];      // the referee's nonce from its hello
+    char *host;       // the host its hello names (malloc'd), or NULL
     char *buf;
     size_t len, cap;
 } chan_peer;
 
 typedef struct {
     char *dir;          // private (mode 0700, random name), one per run
-    char *path;         // the listening socket in it
+    char *path;         // the listening socket in it (one host), or NULL
+    char *endpoint;     // across hosts: the TCP address referees connect to, "ip:port"
     char key[33];       // 128 random bits as 32 hex digits: handed out after every hello
+    char secret[33];    // 128 random bits: what a hello proves it holds (handshake.h)
     int listen_fd;      // -1 once every rank said hello (or on a flood)
     int np;
     const char *lab;
     chan_peer *peers;   // every connection accepted
     int npeers, hellos;
+    int refused;        // across hosts: connections closed for a hello without the secret
     bool accepted;      // someone connected
     bool keyed;         // every rank said hello and got the key
     char *tamper;       // why the channel stopped trusting the run (malloc'd), or NULL
@@ -300,9 +306,14 @@ typedef struct {
     size_t line_max;    // the longest record rank 0 may send next (the protocol sets it)
 } channel;
 
-/* A fresh directory and socket under work_dir, owned by `owner` (-1: the engine), for a
- * run of `lab` at np ranks. */
-void channel_open(channel *ch, const char *work_dir, int serial, uid_t owner, const char *lab, int np);
+/* A fresh directory under work_dir, owned by `owner` (-1: the engine), for a run of `lab` at
+ * np ranks, and the socket the referees connect to: a Unix socket in that directory, or,
+ * with tcp_addr ("host" or "host:port", PL_ENGINE_ADDR), a TCP socket there. */
+void channel_open(channel *ch, const char *work_dir, int serial, uid_t owner, const char *lab, int np,
+                  const char *tcp_addr);
+/* Where the ranks ran, once every rank said hello: "host (ranks 0-1), other (ranks 2-3)"
+ * (malloc'd), or NULL before. */
+char *channel_hosts(const channel *ch);
 /* Accept the referees' connections that wait. */
 void channel_accept(channel *ch);
 /* The descriptors to poll (the listening socket while it is open, every connection). */
@@ -426,6 +437,8 @@ char *capture_text(const capture *c);
 char *capture_reason(const capture *c);
 /* The first line containing `needle` (malloc'd, cleaned), or NULL. */
 char *capture_find_line(const capture *c, const char *needle);
+/* The first line that is not a banner (malloc'd), or NULL. */
+char *capture_first(const capture *c);
 /* The first line starting with `prefix` (malloc'd, cleaned), or NULL. */
 char *capture_line_starting(const capture *c, const char *prefix);
 
@@ -448,6 +461,7 @@ typedef struct {
     const char *filter, *device, *comm;
     bool test_scale;
     const char *work_dir;  // where each run's channel directory goes
+    const char *engine_addr;  // runs across hosts: where the engine listens (PL_ENGINE_ADDR), or NULL
     char **envp;           // the runs' environment (the engine's, cleaned)
     child_limits limits;
     const sandbox *sandbox;  // NULL: the default mode

@@ -22,7 +22,7 @@ extern char **environ;
 
 typedef struct {
     const char *lab, *rubric, *driver, *build, *np, *filter, *device, *comm, *mpirun, *out, *hidden, *sandbox,
-        *build_timeout, *report, *rerun;
+        *build_timeout, *report, *rerun, *engine_addr;
     bool quiet, test_scale, brief, sandbox_given;
     strlist data;  // --data DIR (repeatable): what a sandboxed run may read besides the driver
 } options;
@@ -33,9 +33,11 @@ static void usage(FILE *f)
           "                [--np \"1 2 4\"] [--filter GLOB] [--device D] [--comm C]\n"
           "                [--mpirun \"mpirun --oversubscribe\"] [--out DIR] [--hidden DIR]\n"
           "                [--sandbox on|off|auto] [--data DIR]... [--build-timeout SEC] [--quiet] [--test-scale]\n"
-          "                [--brief] [--report FILE] [--rerun \"make lab-1\"]\n"
+          "                [--brief] [--report FILE] [--rerun \"make lab-1\"] [--engine-addr HOST[:PORT]]\n"
           "Builds, runs the lab driver under mpirun for each world size, scores it with the\n"
-          "rubric and prints a report; exit 0 only with full marks. See docs/grader.md.\n",
+          "rubric and prints a report; exit 0 only with full marks. See docs/grader.md.\n"
+          "--engine-addr (default: $PL_ENGINE_ADDR): ranks on other hosts report to this address\n"
+          "of this host over TCP instead of a Unix socket (docs/setup.md, Several nodes).\n",
           f);
 }
 
@@ -52,6 +54,7 @@ static options parse_options(int argc, char **argv)
         {"--np", &o.np},         {"--filter", &o.filter}, {"--device", &o.device},   {"--comm", &o.comm},
         {"--mpirun", &o.mpirun}, {"--out", &o.out},       {"--hidden", &o.hidden},   {"--sandbox", &o.sandbox},
         {"--build-timeout", &o.build_timeout}, {"--report", &o.report}, {"--rerun", &o.rerun},
+        {"--engine-addr", &o.engine_addr},
     };
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -94,6 +97,8 @@ static options parse_options(int argc, char **argv)
     }
     if (!o.lab || !o.rubric || !o.driver) die_usage("--lab, --rubric and --driver are required (try --help)");
     o.sandbox_given = o.sandbox != sandbox_default;
+    if (!o.engine_addr && getenv("PL_ENGINE_ADDR")) o.engine_addr = xstrdup(getenv("PL_ENGINE_ADDR"));
+    if (o.engine_addr && !o.engine_addr[0]) o.engine_addr = NULL;
     if (strcmp(o.sandbox, "on") && strcmp(o.sandbox, "off") && strcmp(o.sandbox, "auto"))
         die_usage("--sandbox must be on, off or auto, not '%s'", o.sandbox);
     return o;
@@ -125,7 +130,7 @@ static char **child_environment(const char *hidden, bool sandboxed, bool bwrap)
     char *hidden_real = hidden ? realpath(hidden, NULL) : NULL;
     strlist env = {0};
     for (char **e = environ; *e; e++) {
-        if (!strncmp(*e, "PL_RESULTS_", 11)) continue;
+        if (!strncmp(*e, "PL_RESULTS_", 11) || !strncmp(*e, "PL_ENGINE_", 10)) continue;
         if (hidden && (strstr(*e, hidden) || (hidden_real && strstr(*e, hidden_real)))) continue;
         if (sandboxed && !strncmp(*e, "TMPDIR=", 7)) continue;
         strlist_push(&env, *e);
@@ -371,6 +376,18 @@ int main(int argc, char **argv)
     }
     bool drop_root = geteuid() == 0;
     sandbox sb = {.drop_root = drop_root};
+    /* Across hosts the launcher reaches the other nodes with this user's credentials (ssh
+     * keys, Slurm's munge socket), which a sandbox on this host would hide; each referee
+     * still confines its own player, wherever it runs. */
+    if (opt.engine_addr && !strcmp(opt.sandbox, "on"))
+        die_usage("--sandbox on confines the whole run on this host; with --engine-addr (PL_ENGINE_ADDR) the ranks "
+                  "run on other hosts: use --sandbox auto or off (every player stays under its referee's filter)");
+    if (opt.engine_addr && !strcmp(opt.sandbox, "auto")) {
+        console_note(&con, "note: across hosts (--engine-addr %s): no sandbox around the launcher; every player is "
+                     "confined by its referee's filter on its own host", opt.engine_addr);
+        opt.sandbox = "off";
+        opt.sandbox_given = false;
+    }
     sb.on = sandbox_wanted(opt.sandbox, drop_root, &sb, &con);
     char **envp = child_environment(opt.hidden, sb.on, sb.on && sb.kind == SANDBOX_BWRAP);
     if (!strcmp(opt.sandbox, "off") && opt.sandbox_given)
@@ -431,6 +448,7 @@ int main(int argc, char **argv)
         }
         free(problem);
         cfg.work_dir = work;
+        cfg.engine_addr = opt.engine_addr;
         for (int i = 0; i < n_np && !engine_interrupted; i++) run_world(&cfg, np[i], NULL, &cases);
         for (int i = 0; i < n_extra && !engine_interrupted; i++) run_world(&cfg, extra[i]->np, extra[i], &cases);
         if (sb.scratch) remove_tree(sb.scratch);

@@ -1,9 +1,9 @@
 /* main.c - the referee: one per rank, started by mpirun; it links no student code.
  *
- * It takes the engine's channel from its environment (and wipes it), makes itself
- * undumpable (no process of the same user can read its memory or its /proc files), learns
- * the run's key from the engine once every rank's referee has said hello (no player exists
- * before that), then forks and execs its player confined, and runs the lab's cases: inputs
+ * It takes the engine's channel and the run's secret from its environment (and wipes them),
+ * makes itself undumpable (no process of the same user can read its memory or its /proc
+ * files), learns the run's key from the engine once every rank's referee has said hello (no
+ * player exists before that), then forks and execs its player confined, and runs the lab's cases: inputs
  * and references here, the student's calls there, verdicts and times here. Records go to
  * the engine from rank 0's referee, signed; any referee that sees the player break the
  * protocol or a relay altered says so on its own connection and stops. */
@@ -16,13 +16,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netdb.h>  // defines: getaddrinfo
+#include <poll.h>
 #include <sys/prctl.h>
+#include <sys/random.h> // defines: getrandom
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "confine.h"
+#include "handshake.h"  // defines: hs_mac, hs_crypt_key, hs_field, HS_*
 #include "pl_internal.h" // defines: pl_init_local (the harness without MPI)
 #include "referee.h"
 
@@ -55,35 +59,134 @@ static void chan_event(const char *event, const char *name) {
     cJSON_Delete(o);
 }
 
-/* Every referee connects and says hello; the engine answers with the run's key once all
- * ranks have, and takes no connection after that. */
-static void engine_connect(const char *path) {
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0)
-        pl_fatal(__FILE__, __LINE__, "connect(PL_RESULTS_SOCK)", strerror(errno));
-    char hello[256];
-    int n = snprintf(hello, sizeof hello, "{\"event\":\"hello\",\"protocol\":3,\"lab\":\"%s\",\"np\":%d,\"rank\":%d}\n",
-                     g_lab->name, g_ref.world, g_ref.rank);
-    if (!wire_write_full(fd, hello, (size_t)n)) pl_fatal(__FILE__, __LINE__, "write(hello)", strerror(errno));
-    char line[128];
+/* Where this referee runs, for its messages and its hello. */
+static const char *host_name(void) {
+    static char h[128];
+    if (!h[0] && gethostname(h, sizeof h - 1) != 0) snprintf(h, sizeof h, "?");
+    return h;
+}
+
+/* The channel cannot be reached or spoke garbage: one line, naming the address and the fix. */
+PL_NORETURN static void channel_fail(const char *where, const char *what, const char *fix) {
+    fprintf(stderr, "[rank %d on %s] referee: %s the grading engine at %s%s%s\n", g_ref.rank, host_name(), what, where,
+            fix ? ": " : "", fix ? fix : "");
+    _exit(PL_EXIT_FATAL);
+}
+
+/* One line from the engine (without its newline), waiting at most timeout_ms (-1: for ever). */
+static void read_line(int fd, char *line, size_t cap, int timeout_ms, const char *where, const char *what) {
     size_t got = 0;
-    while (got + 1 < sizeof line) { /* one line: {"event":"key","key":"<32 hex>"} */
-        ssize_t r = read(fd, line + got, 1);
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int r = poll(&p, 1, timeout_ms);
         if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) pl_fatal(__FILE__, __LINE__, "read(the run's key)", "the engine closed the channel");
+        if (r == 0) channel_fail(where, what, "no answer (is the engine's host reachable from this node?)");
+        ssize_t n = read(fd, line + got, 1);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (n <= 0) channel_fail(where, what, "the engine closed the connection");
         if (line[got] == '\n') break;
-        got++;
+        if (++got + 1 >= cap) channel_fail(where, what, "an overlong line (is that address the engine's?)");
     }
     line[got] = '\0';
-    const char *k = strstr(line, "\"key\":\"");
-    char hex[33] = "";
-    if (k) snprintf(hex, sizeof hex, "%.32s", k + 7);
-    if (strlen(hex) != 32 || siphash_key_from_hex(hex, g_ref.key) != 0)
-        pl_fatal(__FILE__, __LINE__, "the run's key", "not the 32 hex digits the grading engine gives");
+}
+
+/* A TCP connection to "ip:port" or "[v6]:port", in at most 15 s. */
+static int connect_tcp(const char *where) {
+    char host[128] = "";
+    const char *colon = strrchr(where, ':');
+    if (!colon || (size_t)(colon - where) >= sizeof host)
+        channel_fail(where, "cannot parse the address of", "PL_ENGINE_TCP is malformed");
+    memcpy(host, where[0] == '[' ? where + 1 : where, (size_t)(colon - where) - (where[0] == '[' ? 2 : 0));
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV}, *res = NULL;
+    if (getaddrinfo(host, colon + 1, &hints, &res) != 0 || !res)
+        channel_fail(where, "cannot parse the address of", "PL_ENGINE_TCP is malformed");
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) channel_fail(where, "cannot make a socket to reach", strerror(errno));
+    int rc = connect(fd, res->ai_addr, res->ai_addrlen);
+    freeaddrinfo(res);
+    int err = rc == 0 ? 0 : errno;
+    if (rc != 0 && errno == EINPROGRESS) {
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        int r;
+        do r = poll(&p, 1, 15000); while (r < 0 && errno == EINTR);
+        socklen_t len = sizeof err;
+        if (r == 0) err = ETIMEDOUT;
+        else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+    }
+    if (err) {
+        char fix[256];
+        snprintf(fix, sizeof fix, "%s (a firewall between this node and the engine's host lets nothing through on "
+                 "that port, or the address is not one this node can reach: set PL_ENGINE_ADDR= to one that is)",
+                 strerror(err));
+        channel_fail(where, "cannot reach", fix);
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+}
+
+/* Every referee connects, answers the engine's challenge with the run's secret and says
+ * hello; the engine answers with the run's key once all ranks have, and takes no connection
+ * after that (handshake.h). */
+static void engine_connect(const char *sock, const char *tcp, const char *secret_hex) {
+    char where[160];
+    snprintf(where, sizeof where, "%s%s", tcp[0] ? "" : "unix:", tcp[0] ? tcp : sock);
+    unsigned char secret[SIPHASH_KEY_BYTES];
+    if (strlen(secret_hex) != 2 * SIPHASH_KEY_BYTES || siphash_key_from_hex(secret_hex, secret) != 0)
+        channel_fail(where, "has no secret for",
+                     "PL_ENGINE_SECRET did not reach this rank (a launcher that drops the environment: with "
+                     "Open MPI it is named in OMPI_MCA_mca_base_env_list, which the engine sets)");
+    int fd = -1;
+    if (tcp[0]) {
+        fd = connect_tcp(tcp);
+    } else {
+        struct sockaddr_un addr = {.sun_family = AF_UNIX};
+        snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
+            char fix[256];
+            snprintf(fix, sizeof fix, "%s%s", strerror(errno),
+                     errno == ENOENT ? " (this rank runs on another host than the engine: set PL_ENGINE_ADDR= to "
+                                       "an address of the engine's host that the nodes reach)" : "");
+            channel_fail(where, "cannot reach", fix);
+        }
+    }
+    char line[256], ne[HS_NONCE_HEX + 1], nr[HS_NONCE_HEX + 1];
+    read_line(fd, line, sizeof line, 60000, where, "no challenge from");
+    if (!strstr(line, "\"event\":\"challenge\"") || hs_field(line, "nonce", ne, sizeof ne) != 0 ||
+        strlen(ne) != HS_NONCE_HEX)
+        channel_fail(where, "no challenge from", "is that address this run's engine? (rebuild: make clean, then make)");
+    unsigned char raw[16];
+    for (size_t got = 0; got < sizeof raw;) {
+        ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) pl_fatal(__FILE__, __LINE__, "getrandom", strerror(errno));
+        got += (size_t)n;
+    }
+    for (int i = 0; i < 16; i++) snprintf(nr + 2 * i, 3, "%02x", raw[i]);
+    char hello[512];
+    int n = snprintf(hello, sizeof hello,
+                     "{\"event\":\"hello\",\"protocol\":%d,\"lab\":\"%s\",\"np\":%d,\"rank\":%d,\"host\":\"%.64s\","
+                     "\"nonce\":\"%s\"}",
+                     HS_PROTOCOL, g_lab->name, g_ref.world, g_ref.rank, host_name(), nr);
+    for (char *c = hello + n - 1; c > hello; c--) /* a host name is letters, digits, - and . */
+        if (*c == '\\' || *c == '\t') *c = '_';
+    uint64_t mac = hs_mac(secret, HS_TAG_HELLO, ne, nr, hello, (size_t)n);
+    n += snprintf(hello + n, sizeof hello - (size_t)n, "\t%016llx\n", (unsigned long long)mac);
+    if (!wire_write_full(fd, hello, (size_t)n)) channel_fail(where, "cannot write to", strerror(errno));
+    read_line(fd, line, sizeof line, -1, where, "no key from"); /* once every rank has said hello */
+    char *tab = strrchr(line, '\t'), enc[2 * SIPHASH_KEY_BYTES + 1], hex[2 * SIPHASH_KEY_BYTES + 1];
+    bool ok = tab && strlen(tab + 1) == SIPHASH_HEX && strspn(tab + 1, "0123456789abcdef") == SIPHASH_HEX;
+    if (ok) {
+        *tab = '\0';
+        ok = strtoull(tab + 1, NULL, 16) == hs_mac(secret, HS_TAG_KEY, ne, nr, line, strlen(line)) &&
+             hs_field(line, "key", enc, sizeof enc) == 0 && hs_crypt_key(secret, ne, nr, enc, hex) == 0 &&
+             siphash_key_from_hex(hex, g_ref.key) == 0;
+    }
     memset(line, 0, sizeof line);
     memset(hex, 0, sizeof hex);
+    memset(secret, 0, sizeof secret);
+    if (!ok) channel_fail(where, "no valid key from", "the answer is not signed with this run's secret");
     g_ref.engine_fd = fd;
     g_ref.graded = true;
 }
@@ -467,8 +570,10 @@ int drv_main(const drv_lab *lab, int argc, char **argv) {
     g_lab = lab;
     if (lab->defaults) g_opt = *lab->defaults;
     prctl(PR_SET_DUMPABLE, 0); /* no process of ours can read our memory or /proc files */
-    char sock[108] = "";
+    char sock[108] = "", tcp[128] = "", secret[80] = "";
     take_env("PL_RESULTS_SOCK", sock, sizeof sock);
+    take_env("PL_ENGINE_TCP", tcp, sizeof tcp);
+    take_env("PL_ENGINE_SECRET", secret, sizeof secret);
     take_env("PL_RESULTS_KEY", (char[80]){0}, 80); /* protocol 2's; never used now */
     static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", NULL};
     static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", NULL};
@@ -509,8 +614,9 @@ int drv_main(const drv_lab *lab, int argc, char **argv) {
     if (!launched)
         pl_usage_error("start the driver under a launcher: mpirun -np N %s (or srun); its players are MPI ranks",
                        argv[0]);
-    if (sock[0]) engine_connect(sock);
+    if (sock[0] || tcp[0]) engine_connect(sock, tcp, secret);
     memset(sock, 0, sizeof sock);
+    memset(secret, 0, sizeof secret);
     region_open();
     g_ref.transport = referee_moves_messages(lab);
     if (g_ref.transport) arena_open();

@@ -35,6 +35,9 @@
  *   lateconn     a connection after every rank got the key (FAKE_LOG gets "late connect:
  *                ok|refused"); the run goes on
  *   dupehello    two connections say hello as rank 0
+ *   nosecret     the hellos answer their challenges under another secret than the run's
+ *   stranger     before the hellos, another connection says hello as rank 0 without the
+ *                run's secret (over TCP: closed and counted; on a Unix socket: tampering)
  *   abort        while alpha.c1024 runs, rank 1's connection says its referee stopped the
  *                run (a signed abort record naming alpha.c1024)
  *   abortfirst   rank 1's signed abort naming alpha.c1024 arrives while rank 0 is still in
@@ -61,6 +64,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -72,14 +76,16 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include "../../grader/runner/siphash.h" // defines: siphash_record (every record is signed)
+#include "../../grader/runner/handshake.h" // defines: hs_mac, hs_crypt_key, hs_field (protocol 4)
 
 static const char *mode = "pass";
 static int chan = -1;                    // rank 0's connection to the channel, -1 by hand
 static int other = -1;                   // rank 1's, when there is one
-static char sock_path[108], key[64];
+static char sock_path[108], key[64], run_secret[80];
 static unsigned char mac_key[SIPHASH_KEY_BYTES];
 static unsigned long long seq; /* records sent */
 static int results, failed;
@@ -125,8 +131,24 @@ static void emit(const char *fmt, ...)
     free(line);
 }
 
+static char tcp_addr[128]; /* PL_ENGINE_TCP: "ip:port" (IPv4 here) */
+
 static int connect_channel(void)
 {
+    if (tcp_addr[0]) {
+        char host[128];
+        snprintf(host, sizeof host, "%s", tcp_addr);
+        char *colon = strrchr(host, ':');
+        if (!colon) return -1;
+        *colon = '\0';
+        struct sockaddr_in in = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0 || inet_pton(AF_INET, host, &in.sin_addr) != 1 || connect(fd, (struct sockaddr *)&in, sizeof in) != 0) {
+            if (fd >= 0) close(fd);
+            return -1;
+        }
+        return fd;
+    }
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock_path);
@@ -237,20 +259,58 @@ static const char *peek(void)
     return message;
 }
 
-/* Every rank's hello on a connection of its own, then the key from rank 0's. */
+/* One line from fd, without its newline. */
+static void read_line(int fd, char *line, size_t cap)
+{
+    size_t got = 0;
+    while (got + 1 < cap && read(fd, line + got, 1) == 1 && line[got] != '\n') got++;
+    line[got] = '\0';
+}
+
+/* Every rank's hello on a connection of its own, each answering its challenge under the
+ * run's secret (protocol 4, grader/runner/handshake.h), then the key from rank 0's. */
 static int handshake(int world)
 {
     int fds[64];
+    char ne[64][HS_NONCE_HEX + 1], nr[64][HS_NONCE_HEX + 1];
+    unsigned char secret[SIPHASH_KEY_BYTES];
+    if (siphash_key_from_hex(is("nosecret") ? "000102030405060708090a0b0c0d0e0f" : run_secret, secret) != 0) {
+        fprintf(stderr, "error: no PL_ENGINE_SECRET\n");
+        return 3;
+    }
     if (world > 64) world = 64;
+    if (is("stranger")) { /* someone on the network without the secret */
+        int fd = connect_channel();
+        char line[256];
+        if (fd >= 0) {
+            read_line(fd, line, sizeof line);
+            dprintf(fd, "{\"event\":\"hello\",\"protocol\":%d,\"lab\":\"fake\",\"np\":%d,\"rank\":0,\"nonce\":\"%032x\"}"
+                        "\t0123456789abcdef\n", HS_PROTOCOL, world, 7u);
+            usleep(200 * 1000); /* the engine reads it before the real hellos */
+            close(fd);
+        }
+    }
     for (int r = 0; r < world; r++) {
         fds[r] = connect_channel();
         if (fds[r] < 0) {
             fprintf(stderr, "error: cannot connect to the results channel: %s\n", strerror(errno));
             return 3;
         }
+        char line[256];
+        read_line(fds[r], line, sizeof line);
+        if (hs_field(line, "nonce", ne[r], sizeof ne[r]) != 0) {
+            fprintf(stderr, "error: no challenge from the engine\n");
+            return 3;
+        }
+        snprintf(nr[r], sizeof nr[r], "%032x", 0x5eed0000u + (unsigned)r);
         int rank = is("dupehello") && r == 1 ? 0 : r;
-        dprintf(fds[r], "{\"event\":\"hello\",\"protocol\":3,\"lab\":\"%s\",\"np\":%d,\"rank\":%d}\n",
-                is("wronglab") ? "other" : "fake", world, rank);
+        char hello[400];
+        int n = snprintf(hello, sizeof hello,
+                         "{\"event\":\"hello\",\"protocol\":%d,\"lab\":\"%s\",\"np\":%d,\"rank\":%d,\"host\":\"fake\","
+                         "\"nonce\":\"%s\"}",
+                         HS_PROTOCOL, is("wronglab") ? "other" : "fake", world, rank, nr[r]);
+        dprintf(fds[r], "%s\t%016llx\n", hello,
+                (unsigned long long)hs_mac(secret, HS_TAG_HELLO, ne[r], nr[r], hello, (size_t)n));
         if (r == 0 && is("secondconn")) {
             int again = connect_channel();
             if (again >= 0) {
@@ -260,16 +320,19 @@ static int handshake(int world)
             }
         }
     }
-    char line[128];
-    size_t got = 0;
-    while (got + 1 < sizeof line && read(fds[0], line + got, 1) == 1 && line[got] != '\n') got++;
-    line[got] = '\0';
-    const char *k = strstr(line, "\"key\":\"");
-    if (!k) {
+    char line[256], enc[40] = "";
+    read_line(fds[0], line, sizeof line);
+    char *tab = strrchr(line, '\t');
+    if (!tab || hs_field(line, "key", enc, sizeof enc) != 0) {
         fprintf(stderr, "error: no key from the engine\n");
         return 3;
     }
-    snprintf(key, sizeof key, "%.32s", k + 7);
+    *tab = '\0';
+    if (strtoull(tab + 1, NULL, 16) != hs_mac(secret, HS_TAG_KEY, ne[0], nr[0], line, strlen(line)) ||
+        hs_crypt_key(secret, ne[0], nr[0], enc, key) != 0) {
+        fprintf(stderr, "error: the key line is not signed with the run's secret\n");
+        return 3;
+    }
     if (siphash_key_from_hex(is("wrongkey") ? "000102030405060708090a0b0c0d0e0f" : key, mac_key) != 0) return 3;
     chan = fds[0];
     other = world > 1 ? fds[1] : -1;
@@ -310,6 +373,17 @@ int main(int argc, char **argv)
     if (s) {
         snprintf(sock_path, sizeof sock_path, "%s", s);
         unsetenv("PL_RESULTS_SOCK");
+    }
+    s = getenv("PL_ENGINE_TCP");
+    if (s) {
+        snprintf(tcp_addr, sizeof tcp_addr, "%s", s);
+        snprintf(sock_path, sizeof sock_path, "tcp");
+        unsetenv("PL_ENGINE_TCP");
+    }
+    s = getenv("PL_ENGINE_SECRET");
+    if (s) {
+        snprintf(run_secret, sizeof run_secret, "%s", s);
+        unsetenv("PL_ENGINE_SECRET");
     }
     if (is("fatal") && !list) {
         fprintf(stderr, "[rank 0] fake_driver.c:1: pl_init() -> cannot open the device\n");

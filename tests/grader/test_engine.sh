@@ -1,6 +1,6 @@
 #!/bin/sh
 # test_engine.sh - self-test of the grading engine (pl-grade) without MPI: a fake mpirun
-# runs a fake driver (fake_driver.c, protocol 3) that misbehaves in every way the engine
+# runs a fake driver (fake_driver.c, protocol 4) that misbehaves in every way the engine
 # must survive or catch, and each scenario's classification, score line, exit code, report
 # files and leftover processes are checked.
 #
@@ -236,6 +236,23 @@ check "secondconn: the reason" has_line secondconn "not a referee's hello"
 grade lateconn --np 2
 check "lateconn: once every rank has its key, nobody can connect" log_has lateconn "late connect: refused"
 check "lateconn: the run goes on (full marks)" last_line_is lateconn "score: 35 / 35"
+grade nosecret --np 2
+check "nosecret: hellos without the run's secret are tampering (one host)" has_line nosecret "tampered +np2/alpha.c0 .*"
+check "nosecret: the reason" has_line nosecret "does not answer its challenge with the run's secret"
+grade stranger --np 2
+check "stranger: on a Unix socket, a connection without the secret is tampering" has_line stranger "tampered +np2/alpha.c0 .*"
+grade stranger --np 2 --engine-addr 127.0.0.1
+mv "$tmp/stranger.log" "$tmp/stranger-tcp.log"
+check "stranger over TCP: the run goes on (full marks)" last_line_is stranger-tcp "score: 35 / 35"
+check "stranger over TCP: the stranger's connection is closed and counted" has_line stranger-tcp "1 connection\\(s\\) to 127.0.0.1:[0-9]+ without the run's secret were closed"
+grade tcp --np 2 --engine-addr 127.0.0.1
+check "tcp: a run over TCP scores as over the Unix socket" last_line_is tcp "score: 35 / 35"
+check "tcp: the report names the ranks' host" has_line tcp "the ranks ran on fake \\(ranks 0,1\\) \\(channel 127.0.0.1:[0-9]+\\)"
+grade tcpbad --np 2 --engine-addr 203.0.113.1
+check "tcp: an address that is not this host's: a usage error" rc_is tcpbad 2
+check "tcp: ... which says what to give" has_line tcpbad "PL_ENGINE_ADDR=203.0.113.1: cannot listen there .*give an address of this host"
+grade tcpsandbox --np 2 --engine-addr 127.0.0.1 --sandbox on
+check "tcp: --sandbox on with hosts: a usage error naming the choice" has_line tcpsandbox "use --sandbox auto or off"
 grade dupehello --np 2
 check "dupehello: two hellos as one rank are tampering" has_line dupehello "tampered +np2/alpha.c0 .*"
 check "dupehello: the reason" has_line dupehello "two connections say hello as rank 0"

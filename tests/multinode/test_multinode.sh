@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# test_multinode.sh - graded runs across hosts (make test-multinode; needs root).
+#
+# Two hosts are simulated on this machine (scripts/sim-hosts.sh): network namespaces h1
+# (10.77.0.11) and h2 (10.77.0.12) on a bridge, each with its own host name and its own /tmp,
+# joined to the engine's host (10.77.0.1, this namespace) only by the network. Open MPI starts
+# its daemons there through an rsh agent, as it would through ssh, and uses TCP between them
+# (btl tcp,self: no shared memory). The engine listens at PL_ENGINE_ADDR=10.77.0.1.
+#
+#   1. Lab 1's solution at 4 ranks, 2 per host: full marks, and the report says which ranks
+#      ran on which host
+#   2. Lab 1's starter across the hosts: its usual score (0), no hang
+#   3. Lab 6's training mode across the hosts: the accuracy target met
+#   4. hostile files of the fault suite with a rank on the second host: caught as on one host
+#   5. failures, each a clear line in the report, no hang, nothing left running:
+#      the engine's address unreachable from the nodes (127.0.0.1), no PL_ENGINE_ADDR (the
+#      Unix socket is on another host), a hostfile naming a host that does not exist, and
+#      the second host dying in the middle of a run
+# Prints "ok - ..." / "not ok - ..." and "N passed, M failed"; exit 1 on any failure.
+set -u
+cd "$(dirname "$0")/../.."
+: "${MAKE:=make}" "${B:=build}"
+pass=0 fail=0
+ok() { echo "ok - $*"; pass=$((pass + 1)); }
+notok() { echo "not ok - $*"; fail=$((fail + 1)); }
+finish() { echo "$pass passed, $fail failed"; [ "$fail" = 0 ]; exit $?; }
+
+if [ "$(id -u)" != 0 ]; then
+    notok "test-multinode needs root (network namespaces): run it as root, as CI does"
+    finish
+fi
+command -v ip >/dev/null || { notok "test-multinode needs ip (Debian: iproute2)"; finish; }
+command -v unshare >/dev/null || { notok "test-multinode needs unshare (Debian: util-linux)"; finish; }
+
+TMP=$(mktemp -d /tmp/paralab-multinode.XXXXXX)
+cleanup() {
+    scripts/sim-hosts.sh down >/dev/null 2>&1
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+scripts/sim-hosts.sh up 2 || { notok "two simulated hosts start (scripts/sim-hosts.sh up 2)"; finish; }
+printf '10.77.0.11 slots=2\n10.77.0.12 slots=2\n' >"$TMP/hosts"
+printf '10.77.0.11 slots=2\n10.77.0.19 slots=2\n' >"$TMP/badhosts"
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+export OMPI_MCA_plm_rsh_agent="$PWD/scripts/sim-hosts.sh agent" OMPI_MCA_btl=tcp,self
+export OMPI_MCA_oob_tcp_if_include=10.77.0.0/24 OMPI_MCA_btl_tcp_if_include=10.77.0.0/24
+unset OMPI_MCA_rmaps_base_oversubscribe
+MPIRUN_HOSTS="mpirun --hostfile $TMP/hosts"
+
+# nothing of a run may be left on either host or here
+no_leftovers() {
+    local tag=$1 left
+    sleep 1
+    left="$(ip netns pids plh1 2>/dev/null) $(ip netns pids plh2 2>/dev/null) $(pgrep -f "$B/cpu/.*lab0[16]" 2>/dev/null)"
+    left=$(echo $left)
+    [ -z "$left" ] && ok "$tag: nothing left running on the hosts or here" ||
+        notok "$tag: nothing left running on the hosts or here (pids $left: $(ps -o comm= -p ${left// /,} | tr '\n' ' '))"
+}
+
+# grade TAG BOUND LOG [make arguments...]: make lab-N with the hosts' launcher
+grade() {
+    local tag=$1 bound=$2 log=$3 start=$SECONDS
+    shift 3
+    timeout "$bound" "$MAKE" --no-print-directory "$@" >"$log" 2>&1
+    local rc=$?
+    if [ $rc = 124 ] || [ $rc = 137 ]; then notok "$tag: ends within $bound s (killed: a hang)"; return 1; fi
+    echo "# $tag: exit $rc in $((SECONDS - start)) s: $(grep '^score:' "$log" | tail -n 1)"
+    return 0
+}
+
+# 1. the solution, across two hosts
+if grade "solution" 600 "$TMP/sol.log" lab-1 SOLUTION=1 NP=4 MPIRUN="$MPIRUN_HOSTS" PL_ENGINE_ADDR=10.77.0.1; then
+    grep -qx 'score: 100 / 100' "$TMP/sol.log" && ok "Lab 1's solution across 2 hosts x 2 ranks: full marks" ||
+        notok "Lab 1's solution across 2 hosts x 2 ranks: full marks ($(tail -n 1 "$TMP/sol.log"))"
+    grep -q 'the ranks ran on h1 (ranks 0,1), h2 (ranks 2,3) (channel 10.77.0.1:' "$B/reports/lab-1.txt" &&
+        ok "the report names the host of every rank" ||
+        notok "the report names the host of every rank ($(grep 'ranks ran on' "$B/reports/lab-1.txt"))"
+fi
+no_leftovers "solution"
+
+# 2. the starter
+if grade "starter" 600 "$TMP/start.log" lab-1 NP=4 MPIRUN="$MPIRUN_HOSTS" PL_ENGINE_ADDR=10.77.0.1; then
+    grep -qx 'score: 0 / 100' "$TMP/start.log" && ok "Lab 1's starter across the hosts: its usual score (0 / 100)" ||
+        notok "Lab 1's starter across the hosts: its usual score ($(tail -n 1 "$TMP/start.log"))"
+fi
+no_leftovers "starter"
+
+# 3. a mode: Lab 6's training across the hosts
+if grade "train" 600 "$TMP/train.log" lab-6 SOLUTION=1 RUN=train NP=4 MPIRUN="$MPIRUN_HOSTS"; then
+    grep -q 'final test accuracy .*: ok)' "$TMP/train.log" && ok "Lab 6's training mode across 2 hosts: $(grep -o 'final test accuracy [0-9.]*' "$TMP/train.log")" ||
+        notok "Lab 6's training mode across 2 hosts ($(tail -n 2 "$TMP/train.log" | head -n 1))"
+fi
+no_leftovers "train"
+
+# 4. hostile players with a rank on the second host (np 3: ranks 0,1 on h1, 2 on h2)
+FAULTS_LIST=${MULTINODE_FAULTS:-"forge_every_fd forge_transport forge_pending_pass libc_gadget read_solutions broadcast_deadlock"}
+MPIRUN="$MPIRUN_HOSTS" PL_ENGINE_ADDR=10.77.0.1 FAULTS=all FAULTS_ONLY="$FAULTS_LIST" FAULTS_NP=3 \
+    FAULTS_SANDBOX=off B="$B" MAKE="$MAKE" tests/grader/test_faults.sh >"$TMP/faults.log" 2>&1
+while IFS= read -r line; do
+    case $line in
+        "ok - "*) ok "across hosts: ${line#ok - }" ;;
+        "not ok - "*) notok "across hosts: ${line#not ok - }" ;;
+    esac
+done <"$TMP/faults.log"
+grep -q "^ok - " "$TMP/faults.log" || notok "the fault suite ran across hosts ($(tail -n 3 "$TMP/faults.log" | tr '\n' ' '))"
+no_leftovers "faults"
+
+# 5. failures
+expect_line() { # TAG LOG PATTERN
+    if grep -q -- "$3" "$B/reports/lab-1.txt"; then ok "$1: $(grep -o -- "$3.*" "$B/reports/lab-1.txt" | head -n 1 | cut -c1-150)"
+    else notok "$1: the report says '$3' ($(grep -m1 'not run\|error' "$B/reports/lab-1.txt" | cut -c1-200))"; fi
+}
+if grade "unreachable" 120 "$TMP/unreach.log" lab-1 SOLUTION=1 NP=4 T='allreduce.oop.c1' MPIRUN="$MPIRUN_HOSTS" PL_ENGINE_ADDR=127.0.0.1; then
+    expect_line "an engine address the nodes cannot reach" "$TMP/unreach.log" "cannot reach the grading engine at 127.0.0.1:[0-9]*: Connection refused"
+fi
+no_leftovers "unreachable"
+if grade "no address" 120 "$TMP/noaddr.log" lab-1 SOLUTION=1 NP=4 T='allreduce.oop.c1' SANDBOX=off MPIRUN="$MPIRUN_HOSTS"; then
+    expect_line "no PL_ENGINE_ADDR across hosts" "$TMP/noaddr.log" "on h[12]\] referee: cannot reach the grading engine at unix:.*set PL_ENGINE_ADDR="
+fi
+no_leftovers "no address"
+if grade "bad hostfile" 120 "$TMP/badhosts.log" lab-1 SOLUTION=1 NP=4 T='allreduce.oop.c1' MPIRUN="mpirun --hostfile $TMP/badhosts" PL_ENGINE_ADDR=10.77.0.1; then
+    expect_line "a hostfile naming a host that does not exist" "$TMP/badhosts.log" "no rank's referee reached the engine; the launcher said first: .*10.77.0.19"
+fi
+no_leftovers "bad hostfile"
+# the second host dies once the run is under way (its first records are in)
+( for _ in $(seq 1 600); do
+      grep -q 'pass' "$TMP/die.log" 2>/dev/null && break
+      sleep 0.2
+  done
+  sleep 2
+  scripts/sim-hosts.sh kill h2 ) &
+killer=$!
+if grade "host dies" 300 "$TMP/die.log" lab-1 SOLUTION=1 NP=4 T='broadcast.*' MPIRUN="$MPIRUN_HOSTS" PL_ENGINE_ADDR=10.77.0.1; then
+    wait $killer
+    if grep -qE '^  (error|crash|deadlock|timeout) +np4/' "$B/reports/lab-1.txt" && grep -q '^score:' "$TMP/die.log"; then
+        ok "the second host dies mid-run: $(grep -E '^  (error|crash|deadlock|timeout) +np4/' "$B/reports/lab-1.txt" | head -n 1 | sed 's/  */ /g'), a score printed"
+    else
+        notok "the second host dies mid-run: a case ends in error and the engine scores the rest ($(tail -n 1 "$TMP/die.log"))"
+    fi
+fi
+wait 2>/dev/null
+no_leftovers "host dies"
+finish
