@@ -6,6 +6,7 @@
 #
 #   scripts/install-deps.sh          install what the kit needs (as root, or with sudo -n)
 #   scripts/install-deps.sh --tests  that, and what `make test` uses (make test runs this)
+#   scripts/install-deps.sh --multinode  that, and what `make test-multinode` uses (iproute2, Slurm)
 #   scripts/install-deps.sh --check [--tests]  only report what is missing (exit 1 if anything is)
 #
 # Exit status: 0 everything present (or installed), 1 something is still missing,
@@ -26,20 +27,23 @@ PACKAGES=(openmpi-bin libopenmpi-dev libopenblas-dev libcjson-dev zlib1g-dev gnu
 # What make test uses besides: jq (results.json against Gradescope's format), xmllint
 # (junit.xml), python3-jsonschema (results.json against its schema), python3-yaml and
 # yamllint (the Classroom workflow: its structure, its lint), git (the class fixture's
-# clones), clang (the loaders' libFuzzer targets), iproute2 (make test-multinode's simulated
-# hosts). The tests run Debian's python3 (/usr/bin/python3) where another one on PATH lacks
-# these modules.
-TEST_PACKAGES=(jq libxml2-utils python3-yaml python3-jsonschema yamllint git clang iproute2)
+# clones), clang (the loaders' libFuzzer targets). The tests run Debian's python3
+# (/usr/bin/python3) where another one on PATH lacks these modules.
+TEST_PACKAGES=(jq libxml2-utils python3-yaml python3-jsonschema yamllint git clang)
+# What make test-multinode uses (--multinode): iproute2 (the simulated hosts), and a Slurm to
+# start there: its controller and node daemons, its commands and munge.
+MULTINODE_PACKAGES=(iproute2 slurmctld slurmd slurm-client munge)
 
 usage() {
     sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
 }
 
-check_only=0 tests=0
+check_only=0 tests=0 multinode=0
 for arg in "$@"; do
     case "$arg" in
         --check) check_only=1 ;;
         --tests) tests=1 ;;
+        --multinode) multinode=1 ;;
         -h | --help) usage; exit 0 ;;
         *) echo "install-deps.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
     esac
@@ -116,6 +120,7 @@ libfuzzer() {
 
 # --- what is missing ----------------------------------------------------------------------
 ((tests)) && PACKAGES+=("${TEST_PACKAGES[@]}")
+((multinode)) && PACKAGES+=("${MULTINODE_PACKAGES[@]}")
 missing=()
 for p in "${PACKAGES[@]}"; do
     status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)

@@ -60,8 +60,9 @@ agent() {
     local ns
     ns=$(ns_of "$host") || { echo "sim-hosts: ssh: Could not resolve hostname $host" >&2; exit 255; }
     ip netns list | grep -qw "^$ns" || { echo "sim-hosts: ssh: connect to host $host: No route to host" >&2; exit 255; }
-    # like sshd: the command is one string for the host's shell
-    exec ip netns exec "$ns" unshare --uts --mount --propagation private \
+    # like sshd: the command is one string for the host's shell (nsenter, not `ip netns
+    # exec`, which would mount a sysfs of its own without the cgroups slurmd needs)
+    exec nsenter --net="/run/netns/$ns" unshare --uts --mount --propagation private \
         /bin/sh -c 'mount -t tmpfs -o mode=1777 tmpfs /tmp && hostname "$0" && exec /bin/sh -c "$1"' "h${ns#"$PREFIX"}" "$*"
 }
 

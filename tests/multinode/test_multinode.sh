@@ -16,6 +16,9 @@
 #      the engine's address unreachable from the nodes (127.0.0.1), no PL_ENGINE_ADDR (the
 #      Unix socket is on another host), a hostfile naming a host that does not exist, and
 #      the second host dying in the middle of a run
+#   6. a real Slurm started on the hosts (scripts/sim-slurm.sh: slurmctld here, a slurmd on
+#      each host, munge): Lab 1's solution and starter graded inside `salloc -N2 -n4`, the
+#      ranks started by `srun --mpi=pmix`
 # Prints "ok - ..." / "not ok - ..." and "N passed, M failed"; exit 1 on any failure.
 set -u
 cd "$(dirname "$0")/../.."
@@ -34,6 +37,7 @@ command -v unshare >/dev/null || { notok "test-multinode needs unshare (Debian: 
 
 TMP=$(mktemp -d /tmp/paralab-multinode.XXXXXX)
 cleanup() {
+    scripts/sim-slurm.sh down "$PWD/$B/sim-slurm" >/dev/null 2>&1
     scripts/sim-hosts.sh down >/dev/null 2>&1
     rm -rf "$TMP"
 }
@@ -52,17 +56,21 @@ MPIRUN_HOSTS="mpirun --hostfile $TMP/hosts"
 no_leftovers() {
     local tag=$1 left
     sleep 1
-    left="$(ip netns pids plh1 2>/dev/null) $(ip netns pids plh2 2>/dev/null) $(pgrep -f "$B/cpu/.*lab0[16]" 2>/dev/null)"
+    left=
+    for p in $(ip netns pids plh1 2>/dev/null) $(ip netns pids plh2 2>/dev/null) $(pgrep -f "$B/cpu/.*lab0[16]" 2>/dev/null); do
+        [ "$(ps -o comm= -p "$p" 2>/dev/null)" = slurmd ] || left="$left $p"  # the nodes' own daemon stays
+    done
     left=$(echo $left)
     [ -z "$left" ] && ok "$tag: nothing left running on the hosts or here" ||
         notok "$tag: nothing left running on the hosts or here (pids $left: $(ps -o comm= -p ${left// /,} | tr '\n' ' '))"
 }
 
-# grade TAG BOUND LOG [make arguments...]: make lab-N with the hosts' launcher
+# grade TAG BOUND LOG [make arguments...]: make lab-N with the hosts' launcher (WRAP=
+# "salloc ...": inside an allocation)
 grade() {
     local tag=$1 bound=$2 log=$3 start=$SECONDS
     shift 3
-    timeout "$bound" "$MAKE" --no-print-directory "$@" >"$log" 2>&1
+    timeout "$bound" ${WRAP:-} "$MAKE" --no-print-directory "$@" >"$log" 2>&1
     local rc=$?
     if [ $rc = 124 ] || [ $rc = 137 ]; then notok "$tag: ends within $bound s (killed: a hang)"; return 1; fi
     echo "# $tag: exit $rc in $((SECONDS - start)) s: $(grep '^score:' "$log" | tail -n 1)"
@@ -141,4 +149,30 @@ if grade "host dies" 300 "$TMP/die.log" lab-1 SOLUTION=1 NP=4 T='broadcast.*' MP
 fi
 wait 2>/dev/null
 no_leftovers "host dies"
+
+# 6. a real Slurm on the two hosts: slurmctld here, a slurmd on each (scripts/sim-slurm.sh);
+#    the grading inside an allocation, its ranks started by srun through Slurm's PMIx plugin
+SLURM_DIR=$PWD/$B/sim-slurm
+if conf=$(scripts/sim-slurm.sh up "$SLURM_DIR" 2 2>"$TMP/slurm-up.log"); then
+    export "$conf"
+    ok "Slurm up: $(sinfo -h -o '%P %D nodes %t %N' | head -n 1)"
+    if WRAP="salloc -N2 -n4" grade "slurm solution" 600 "$TMP/slurm-sol.log" lab-1 SOLUTION=1 NP=4 \
+        MPIRUN="srun --mpi=pmix -n {np}" PL_ENGINE_ADDR=10.77.0.1; then
+        grep -qx 'score: 100 / 100' "$TMP/slurm-sol.log" && ok "Slurm: Lab 1's solution in an allocation of 2 nodes, srun --mpi=pmix: full marks" ||
+            notok "Slurm: Lab 1's solution: full marks ($(tail -n 2 "$TMP/slurm-sol.log" | tr '\n' ' '))"
+        grep -q 'the ranks ran on h1 (ranks 0,1), h2 (ranks 2,3)' "$B/reports/lab-1.txt" && ok "Slurm: the ranks ran on both nodes" ||
+            notok "Slurm: the ranks ran on both nodes ($(grep 'ranks ran on' "$B/reports/lab-1.txt"))"
+    fi
+    no_leftovers "slurm solution"
+    if WRAP="salloc -N2 -n4" grade "slurm starter" 600 "$TMP/slurm-start.log" lab-1 NP=4 \
+        MPIRUN="srun --mpi=pmix -n {np}" PL_ENGINE_ADDR=10.77.0.1; then
+        grep -qx 'score: 0 / 100' "$TMP/slurm-start.log" && ok "Slurm: Lab 1's starter: its usual score (0 / 100)" ||
+            notok "Slurm: Lab 1's starter: its usual score ($(tail -n 1 "$TMP/slurm-start.log"))"
+    fi
+    no_leftovers "slurm starter"
+    [ -z "$(squeue -h 2>/dev/null)" ] && ok "Slurm: no job left in the queue" || notok "Slurm: no job left in the queue ($(squeue -h | head -n 3))"
+else
+    notok "Slurm up on the simulated hosts ($(tail -n 3 "$TMP/slurm-up.log" | tr '\n' ' '))"
+fi
+scripts/sim-slurm.sh down "$SLURM_DIR"
 finish
