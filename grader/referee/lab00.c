@@ -235,6 +235,8 @@ void lab0_p2p_check(drv_case *c) {
     drv_num(c, "src", src);
     drv_num(c, "dst", dst);
     drv_num(c, "same_host", p->same_host);
+    if (count_hosts() > 1)
+        drv_note(c, "%s (%s -> %s)", p->same_host ? "same host" : "across hosts", g.hosts[src], g.hosts[dst]);
     drv_num(c, "latency_us", small->latency_us);
     drv_num(c, "latency_bytes", (double)small->bytes);
     drv_num(c, "bandwidth_GBps", large->bandwidth_gbps);
@@ -254,6 +256,19 @@ void lab0_p2p_check(drv_case *c) {
 static void print_matrices(void) {
     int world = pl_world();
     if (g.npairs == 0 || world > 16) return;
+    bool hosts = g.hosts && count_hosts() > 1; /* mark the pairs whose messages leave their node */
+    if (hosts) {
+        drv_print("== hosts (a * marks a pair on two hosts: its messages cross the network) ==\n");
+        for (int r = 0; r < world; r++) {
+            bool first = true;
+            for (int q = 0; q < r; q++) first &= strcmp(g.hosts[q], g.hosts[r]) != 0;
+            if (!first) continue;
+            drv_print("  %-20s ranks", g.hosts[r]);
+            for (int q = r; q < world; q++)
+                if (!strcmp(g.hosts[q], g.hosts[r])) drv_print(" %d", q);
+            drv_print("\n");
+        }
+    }
     for (int which = 0; which < 2; which++) {
         const p2p_pair *p0 = &g.pairs[0];
         drv_print("== %s, %zu-byte messages (row: sender, column: receiver) ==\n",
@@ -272,7 +287,7 @@ static void print_matrices(void) {
                     continue;
                 }
                 const p2p_point *pt = which == 0 ? &p->pt[0] : &p->pt[p->n - 1];
-                drv_print(" %9.2f", which == 0 ? pt->latency_us : pt->bandwidth_gbps);
+                drv_print(hosts && !p->same_host ? " %8.2f*" : " %9.2f", which == 0 ? pt->latency_us : pt->bandwidth_gbps);
             }
             drv_print("\n");
         }

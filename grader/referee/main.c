@@ -516,6 +516,28 @@ static int finish(int rc) {
     return rc;
 }
 
+/* srun's tasks on this node: SLURM_STEP_TASKS_PER_NODE lists the nodes in order as "N" or
+ * "N(xK)" (K nodes of N tasks), SLURM_NODEID is this node's place; -1 when not under srun. */
+static int slurm_local_tasks(void) {
+    const char *list = getenv("SLURM_STEP_TASKS_PER_NODE"), *id = getenv("SLURM_NODEID");
+    if (!list || !id) return -1;
+    long node = atol(id);
+    for (const char *p = list; *p;) {
+        char *end;
+        long n = strtol(p, &end, 10), k = 1;
+        if (end == p || n <= 0) return -1;
+        if (!strncmp(end, "(x", 2)) {
+            k = strtol(end + 2, &end, 10);
+            if (*end != ')' || k <= 0) return -1;
+            end++;
+        }
+        if (node < k) return (int)n;
+        node -= k;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return -1;
+}
+
 /* The referees move the player's messages (transport.c) on the cpu device, unless the lab
  * needs the player's own MPI or PL_TRANSPORT=mpi asks for the old way (for comparing). The
  * device is the cpu when asked for, or when `auto` finds no NVIDIA device on this host. */
@@ -534,8 +556,10 @@ static bool referee_moves_messages(const drv_lab *lab) {
     if (!cpu) return false;
     static const char *const lr[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", NULL};
     static const char *const ls[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", NULL};
-    int local_rank = env_int(lr, g_ref.rank), local_world = env_int(ls, g_ref.world);
-    int nodes = local_world > 0 ? (g_ref.world + local_world - 1) / local_world : 1;
+    static const char *const nn[] = {"OMPI_MCA_orte_num_nodes", "SLURM_STEP_NUM_NODES", "SLURM_NNODES", NULL};
+    int local_rank = env_int(lr, g_ref.rank), local_world = env_int(ls, slurm_local_tasks());
+    if (local_world <= 0) local_world = g_ref.world;
+    int nodes = env_int(nn, (g_ref.world + local_world - 1) / local_world); /* the launcher's count, or a guess */
     snprintf(g_place, sizeof g_place, "PL_PLACE=%d,%d,%d,%d,%d", g_ref.rank, g_ref.world, local_rank, local_world, nodes);
     return true;
 }

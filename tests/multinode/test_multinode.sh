@@ -10,7 +10,8 @@
 #   1. Lab 1's solution at 4 ranks, 2 per host: full marks, and the report says which ranks
 #      ran on which host
 #   2. Lab 1's starter across the hosts: its usual score (0), no hang
-#   3. Lab 6's training mode across the hosts: the accuracy target met
+#   3. Lab 0 at 5 ranks spread 3 + 2 (the topology, the sweep's pairs across hosts) and Lab 6's
+#      training mode across the hosts: the accuracy target met
 #   4. hostile files of the fault suite with a rank on the second host: caught as on one host
 #   5. failures, each a clear line in the report, no hang, nothing left running:
 #      the engine's address unreachable from the nodes (127.0.0.1), no PL_ENGINE_ADDR (the
@@ -18,7 +19,7 @@
 #      the second host dying in the middle of a run
 #   6. a real Slurm started on the hosts (scripts/sim-slurm.sh: slurmctld here, a slurmd on
 #      each host, munge): Lab 1's solution and starter graded inside `salloc -N2 -n4`, the
-#      ranks started by `srun --mpi=pmix`
+#      ranks started by `srun --mpi=pmix`, and Lab 0 at 3 ranks on the 2 nodes
 # Prints "ok - ..." / "not ok - ..." and "N passed, M failed"; exit 1 on any failure.
 set -u
 cd "$(dirname "$0")/../.."
@@ -93,6 +94,23 @@ if grade "starter" 600 "$TMP/start.log" lab-1 NP=4 MPIRUN="$MPIRUN_HOSTS" PL_ENG
         notok "Lab 1's starter across the hosts: its usual score ($(tail -n 1 "$TMP/start.log"))"
 fi
 no_leftovers "starter"
+
+# Lab 0 with the ranks spread unevenly (3 on h1, 2 on h2): the topology it reports is the
+# launcher's, and its sweep marks the pairs that cross the network
+printf '10.77.0.11 slots=3\n10.77.0.12 slots=2\n' >"$TMP/hosts32"
+if grade "lab 0" 300 "$TMP/lab0.log" lab-0 SOLUTION=1 NP=5 MPIRUN="mpirun --hostfile $TMP/hosts32" PL_ENGINE_ADDR=10.77.0.1; then
+    grep -qx 'score: 10 / 10' "$TMP/lab0.log" && ok "Lab 0 at 5 ranks on 3 + 2 hosts: full marks (2 hosts, 2 nodes)" ||
+        notok "Lab 0 at 5 ranks on 3 + 2 hosts: full marks ($(grep -A1 'wrong\|error' "$B/reports/lab-0.txt" | head -n 2 | tr '\n' ' '))"
+fi
+if grade "lab 0 cases" 300 "$TMP/lab0-cases.log" lab-0 SOLUTION=1 RUN=cases NP=5 MPIRUN="mpirun --hostfile $TMP/hosts32"; then
+    if grep -q '^  h1  *ranks 0 1 2$' "$TMP/lab0-cases.log" && grep -q '^  h2  *ranks 3 4$' "$TMP/lab0-cases.log" &&
+        grep -Eq '^ +0 +\. +[0-9.]+ +[0-9.]+ +[0-9.]+\* +[0-9.]+\*$' "$TMP/lab0-cases.log"; then
+        ok "Lab 0's sweep names each host's ranks and marks the pairs across hosts"
+    else
+        notok "Lab 0's sweep names each host's ranks and marks the pairs across hosts ($(grep -A3 '== hosts' "$TMP/lab0-cases.log" | tr '\n' ' '))"
+    fi
+fi
+no_leftovers "lab 0"
 
 # 3. a mode: Lab 6's training across the hosts
 if grade "train" 600 "$TMP/train.log" lab-6 SOLUTION=1 RUN=train NP=4 MPIRUN="$MPIRUN_HOSTS"; then
@@ -170,6 +188,12 @@ if conf=$(scripts/sim-slurm.sh up "$SLURM_DIR" 2 2>"$TMP/slurm-up.log"); then
             notok "Slurm: Lab 1's starter: its usual score ($(tail -n 1 "$TMP/slurm-start.log"))"
     fi
     no_leftovers "slurm starter"
+    if WRAP="salloc -N2 -n3" grade "slurm lab 0" 300 "$TMP/slurm-lab0.log" lab-0 SOLUTION=1 NP=3 \
+        MPIRUN="srun --mpi=pmix -n {np}" PL_ENGINE_ADDR=10.77.0.1; then
+        grep -qx 'score: 10 / 10' "$TMP/slurm-lab0.log" && ok "Slurm: Lab 0 at 3 ranks on 2 nodes: full marks (srun's topology)" ||
+            notok "Slurm: Lab 0 at 3 ranks on 2 nodes: full marks ($(grep -A1 'wrong\|error' "$B/reports/lab-0.txt" | head -n 2 | tr '\n' ' '))"
+    fi
+    no_leftovers "slurm lab 0"
     [ -z "$(squeue -h 2>/dev/null)" ] && ok "Slurm: no job left in the queue" || notok "Slurm: no job left in the queue ($(squeue -h | head -n 3))"
 else
     notok "Slurm up on the simulated hosts ($(tail -n 3 "$TMP/slurm-up.log" | tr '\n' ' '))"
