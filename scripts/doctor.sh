@@ -79,7 +79,9 @@ else
     fixes=()
     launch_ok=0
     for _ in 1 2 3; do
-        out=$(env ${fixes[@]+"${fixes[@]}"} timeout "$LAUNCH_TIMEOUT" "${MPIRUN_WORDS[@]}" -np "$NP_TEST" hostname 2>&1)
+        # each rank says its host and its rank (Open MPI's, Slurm's or PMIx's variable)
+        out=$(env ${fixes[@]+"${fixes[@]}"} timeout "$LAUNCH_TIMEOUT" "${MPIRUN_WORDS[@]}" -np "$NP_TEST" \
+            sh -c 'echo "$(hostname) ${OMPI_COMM_WORLD_RANK:-${SLURM_PROCID:-${PMIX_RANK:-?}}}"' 2>&1)
         rc=$?
         lines=$(grep -cv '^\s*$' <<<"$out")
         if [[ $rc -eq 0 && $lines -ge $NP_TEST ]]; then
@@ -97,7 +99,7 @@ else
             break
         fi
     done
-    hosts=$(sort -u <<<"$out" | grep -cv '^\s*$')
+    hosts=$(awk 'NF == 2 {print $1}' <<<"$out" | sort -u | grep -cv '^\s*$')
     if ((launch_ok)) && ((${#fixes[@]} == 0)); then
         ok launch "'$MPIRUN -np $NP_TEST hostname': $NP_TEST ranks on $hosts host(s)"
     elif ((launch_ok)); then
@@ -113,6 +115,16 @@ else
         fail launch "'$MPIRUN -np $NP_TEST hostname' failed (exit $rc): $(grep -v '^[-\s]*$' <<<"$out" | head -n1)"
         if [[ $(id -u) -eq 0 && -z "${OMPI_ALLOW_RUN_AS_ROOT:-}" ]]; then
             more "as root, Open MPI also needs OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
+        fi
+    fi
+    if ((launch_ok)) && ((hosts > 1)); then
+        # which ranks share a host (their messages stay in memory) and which talk over the network
+        while read -r h ranks; do more "on $h: ranks $ranks"; done < <(sort -k2,2n <<<"$out" | awk 'NF == 2 {r[$1] = r[$1] " " $2} END {for (h in r) print h, r[h]}' | sort)
+        more "pairs of ranks on one host share memory; the others cross the network"
+        if [[ -n "${PL_ENGINE_ADDR:-}" ]]; then
+            more "graded runs: the nodes report to PL_ENGINE_ADDR=$PL_ENGINE_ADDR"
+        else
+            warn engine "graded runs across hosts need PL_ENGINE_ADDR= an address of this machine the nodes reach (docs/setup.md, Several nodes)"
         fi
     fi
     if ((cores < NP_TEST)); then

@@ -95,6 +95,15 @@ if grade "starter" 600 "$TMP/start.log" lab-1 NP=4 MPIRUN="$MPIRUN_HOSTS" PL_ENG
 fi
 no_leftovers "starter"
 
+# make doctor: which ranks share a host, and what graded runs across hosts need
+timeout 300 "$MAKE" --no-print-directory doctor MPIRUN="$MPIRUN_HOSTS" >"$TMP/doctor.log" 2>&1
+if grep -q 'on h1: ranks 0 1$' "$TMP/doctor.log" && grep -q 'on h2: ranks 2 3$' "$TMP/doctor.log" &&
+    grep -q 'graded runs across hosts need PL_ENGINE_ADDR=' "$TMP/doctor.log"; then
+    ok "make doctor names each host's ranks and asks for PL_ENGINE_ADDR"
+else
+    notok "make doctor names each host's ranks and asks for PL_ENGINE_ADDR ($(grep -A3 'launch' "$TMP/doctor.log" | tr '\n' ' '))"
+fi
+
 # Lab 0 with the ranks spread unevenly (3 on h1, 2 on h2): the topology it reports is the
 # launcher's, and its sweep marks the pairs that cross the network
 printf '10.77.0.11 slots=3\n10.77.0.12 slots=2\n' >"$TMP/hosts32"
