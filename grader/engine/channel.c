@@ -207,7 +207,8 @@ static bool on_hello(channel *ch, chan_peer *p, const char *line, size_t len)
     const cJSON *ev = cJSON_GetObjectItemCaseSensitive(o, "event"), *ver = cJSON_GetObjectItemCaseSensitive(o, "protocol");
     const cJSON *lab = cJSON_GetObjectItemCaseSensitive(o, "lab"), *np = cJSON_GetObjectItemCaseSensitive(o, "np");
     const cJSON *rank = cJSON_GetObjectItemCaseSensitive(o, "rank"), *nonce = cJSON_GetObjectItemCaseSensitive(o, "nonce");
-    const cJSON *host = cJSON_GetObjectItemCaseSensitive(o, "host");
+    const cJSON *host = cJSON_GetObjectItemCaseSensitive(o, "host"), *uid = cJSON_GetObjectItemCaseSensitive(o, "uid");
+    const cJSON *userns = cJSON_GetObjectItemCaseSensitive(o, "userns");
     char *why = NULL;
     if (!cJSON_IsObject(o) || !cJSON_IsString(ev) || strcmp(ev->valuestring, "hello")) {
         cJSON_Delete(o);
@@ -253,6 +254,8 @@ static bool on_hello(channel *ch, chan_peer *p, const char *line, size_t len)
             snprintf(p->nr, sizeof p->nr, "%s", nonce->valuestring);
             p->host = xstrdup(cJSON_IsString(host) && host->valuestring[0] ? host->valuestring : "?");
             flatten_text(p->host, 64);
+            p->uid = cJSON_IsNumber(uid) ? (int)uid->valuedouble : -1;
+            p->userns = cJSON_IsTrue(userns);
         }
     }
     cJSON_Delete(o);
@@ -299,7 +302,8 @@ char *channel_hosts(const channel *ch)
             strlist_push(&ranks, r);
         }
         char *list = strlist_join(&ranks, ",");
-        char *one = xasprintf("%s (rank%s %s)", p->host, ranks.count > 1 ? "s" : "", list);
+        char *one = xasprintf("%s (rank%s %s; referee uid %d%s)", p->host, ranks.count > 1 ? "s" : "", list, p->uid,
+                              p->userns ? ", in a user namespace" : "");
         strlist_push(&out, one);
         free(one);
         free(list);

@@ -283,6 +283,8 @@ typedef struct {
     char ne[33];      // the challenge this connection got (handshake.h)
     char nr[33];      // the referee's nonce from its hello
     char *host;       // the host its hello names (malloc'd), or NULL
+    int uid;          // its referee's uid, as its hello says
+    bool userns;      // ... and whether a user namespace (a sandbox) holds it
     char *buf;
     size_t len, cap;
 } chan_peer;
@@ -311,8 +313,8 @@ typedef struct {
  * with tcp_addr ("host" or "host:port", PL_ENGINE_ADDR), a TCP socket there. */
 void channel_open(channel *ch, const char *work_dir, int serial, uid_t owner, const char *lab, int np,
                   const char *tcp_addr);
-/* Where the ranks ran, once every rank said hello: "host (ranks 0-1), other (ranks 2-3)"
- * (malloc'd), or NULL before. */
+/* Where the ranks ran, once every rank said hello: "node1 (ranks 0,1; referee uid 0),
+ * node2 (ranks 2,3; referee uid 0)" (malloc'd), or NULL before. */
 char *channel_hosts(const channel *ch);
 /* Accept the referees' connections that wait. */
 void channel_accept(channel *ch);

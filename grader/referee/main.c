@@ -164,11 +164,22 @@ static void engine_connect(const char *sock, const char *tcp, const char *secret
         got += (size_t)n;
     }
     for (int i = 0; i < 16; i++) snprintf(nr + 2 * i, 3, "%02x", raw[i]);
+    /* how this referee runs: its uid, and whether a sandbox's user namespace holds it (its
+     * uid map is not the whole identity one); its player gets its filters either way */
+    char map[128] = "";
+    FILE *um = fopen("/proc/self/uid_map", "r");
+    if (um) {
+        if (!fgets(map, sizeof map, um)) map[0] = '\0';
+        fclose(um);
+    }
+    unsigned long a = 0, b = 0, len = 0;
+    bool userns = sscanf(map, "%lu %lu %lu", &a, &b, &len) == 3 && !(a == 0 && b == 0 && len == 4294967295ul);
     char hello[512];
     int n = snprintf(hello, sizeof hello,
                      "{\"event\":\"hello\",\"protocol\":%d,\"lab\":\"%s\",\"np\":%d,\"rank\":%d,\"host\":\"%.64s\","
-                     "\"nonce\":\"%s\"}",
-                     HS_PROTOCOL, g_lab->name, g_ref.world, g_ref.rank, host_name(), nr);
+                     "\"uid\":%d,\"userns\":%s,\"nonce\":\"%s\"}",
+                     HS_PROTOCOL, g_lab->name, g_ref.world, g_ref.rank, host_name(), (int)getuid(),
+                     userns ? "true" : "false", nr);
     for (char *c = hello + n - 1; c > hello; c--) /* a host name is letters, digits, - and . */
         if (*c == '\\' || *c == '\t') *c = '_';
     uint64_t mac = hs_mac(secret, HS_TAG_HELLO, ne, nr, hello, (size_t)n);

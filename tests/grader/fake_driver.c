@@ -307,8 +307,8 @@ static int handshake(int world)
         char hello[400];
         int n = snprintf(hello, sizeof hello,
                          "{\"event\":\"hello\",\"protocol\":%d,\"lab\":\"%s\",\"np\":%d,\"rank\":%d,\"host\":\"fake\","
-                         "\"nonce\":\"%s\"}",
-                         HS_PROTOCOL, is("wronglab") ? "other" : "fake", world, rank, nr[r]);
+                         "\"uid\":%d,\"userns\":false,\"nonce\":\"%s\"}",
+                         HS_PROTOCOL, is("wronglab") ? "other" : "fake", world, rank, (int)getuid(), nr[r]);
         dprintf(fds[r], "%s\t%016llx\n", hello,
                 (unsigned long long)hs_mac(secret, HS_TAG_HELLO, ne[r], nr[r], hello, (size_t)n));
         if (r == 0 && is("secondconn")) {

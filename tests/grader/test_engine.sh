@@ -247,7 +247,7 @@ check "stranger over TCP: the run goes on (full marks)" last_line_is stranger-tc
 check "stranger over TCP: the stranger's connection is closed and counted" has_line stranger-tcp "1 connection\\(s\\) to 127.0.0.1:[0-9]+ without the run's secret were closed"
 grade tcp --np 2 --engine-addr 127.0.0.1
 check "tcp: a run over TCP scores as over the Unix socket" last_line_is tcp "score: 35 / 35"
-check "tcp: the report names the ranks' host" has_line tcp "the ranks ran on fake \\(ranks 0,1\\) \\(channel 127.0.0.1:[0-9]+\\)"
+check "tcp: the report names the ranks' host and their referee's uid" has_line tcp "the ranks ran on fake \\(ranks 0,1; referee uid [0-9]+\\) \\(channel 127.0.0.1:[0-9]+\\)"
 grade tcpbad --np 2 --engine-addr 203.0.113.1
 check "tcp: an address that is not this host's: a usage error" rc_is tcpbad 2
 check "tcp: ... which says what to give" has_line tcpbad "PL_ENGINE_ADDR=203.0.113.1: cannot listen there .*give an address of this host"

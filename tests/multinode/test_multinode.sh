@@ -82,8 +82,8 @@ grade() {
 if grade "solution" 600 "$TMP/sol.log" lab-1 SOLUTION=1 NP=4 MPIRUN="$MPIRUN_HOSTS" PL_ENGINE_ADDR=10.77.0.1; then
     grep -qx 'score: 100 / 100' "$TMP/sol.log" && ok "Lab 1's solution across 2 hosts x 2 ranks: full marks" ||
         notok "Lab 1's solution across 2 hosts x 2 ranks: full marks ($(tail -n 1 "$TMP/sol.log"))"
-    grep -q 'the ranks ran on h1 (ranks 0,1), h2 (ranks 2,3) (channel 10.77.0.1:' "$B/reports/lab-1.txt" &&
-        ok "the report names the host of every rank" ||
+    grep -q 'the ranks ran on h1 (ranks 0,1; referee uid 0), h2 (ranks 2,3; referee uid 0) (channel 10.77.0.1:' "$B/reports/lab-1.txt" &&
+        ok "the report names the host of every rank and how its referee runs" ||
         notok "the report names the host of every rank ($(grep 'ranks ran on' "$B/reports/lab-1.txt"))"
 fi
 no_leftovers "solution"
@@ -187,7 +187,7 @@ if conf=$(scripts/sim-slurm.sh up "$SLURM_DIR" 2 2>"$TMP/slurm-up.log"); then
         MPIRUN="srun --mpi=pmix -n {np}" PL_ENGINE_ADDR=10.77.0.1; then
         grep -qx 'score: 100 / 100' "$TMP/slurm-sol.log" && ok "Slurm: Lab 1's solution in an allocation of 2 nodes, srun --mpi=pmix: full marks" ||
             notok "Slurm: Lab 1's solution: full marks ($(tail -n 2 "$TMP/slurm-sol.log" | tr '\n' ' '))"
-        grep -q 'the ranks ran on h1 (ranks 0,1), h2 (ranks 2,3)' "$B/reports/lab-1.txt" && ok "Slurm: the ranks ran on both nodes" ||
+        grep -q 'the ranks ran on h1 (ranks 0,1; referee uid 0), h2 (ranks 2,3; referee uid 0)' "$B/reports/lab-1.txt" && ok "Slurm: the ranks ran on both nodes" ||
             notok "Slurm: the ranks ran on both nodes ($(grep 'ranks ran on' "$B/reports/lab-1.txt"))"
     fi
     no_leftovers "slurm solution"
