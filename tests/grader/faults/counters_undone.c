@@ -8,9 +8,10 @@
  * writable segment; a copy of that segment taken before the call shows the words that moved
  * by one call and its bytes, and they are put back. Where the referees move the messages
  * (graded cpu runs) the call is theirs to count, whatever the player's memory says. */
-#include <elf.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "forge.h"
 
 #define lab_allgather lab_allgather_solution
 #include "../../../solutions/01-collectives/collectives.c"
@@ -19,25 +20,14 @@ void lab_allgather(const float *sendbuf, float *recvbuf, size_t sendcount, pl_co
 
 static unsigned char g_before[1 << 22];
 
-/* The executable's writable segment, found from a function's address. */
+/* The executable's writable segment, found from a function's address (forge.h). */
 static unsigned char *writable(size_t *len) {
     void (*fn)(const float *, float *, size_t, pl_comm *, pl_stream *) = pl_allgather;
     uintptr_t a;
     memcpy(&a, &fn, sizeof a);
-    a &= ~(uintptr_t)4095;
-    while (memcmp((const void *)a, ELFMAG, SELFMAG) != 0) a -= 4096;
-    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)a;
-    const Elf64_Phdr *ph = (const Elf64_Phdr *)(a + eh->e_phoff);
-    uintptr_t bias = a; /* the header's segment starts at file offset 0 */
-    for (int i = 0; i < eh->e_phnum; i++)
-        if (ph[i].p_type == PT_LOAD && ph[i].p_offset == 0) bias = a - ph[i].p_vaddr;
-    for (int i = 0; i < eh->e_phnum; i++)
-        if (ph[i].p_type == PT_LOAD && (ph[i].p_flags & PF_W)) {
-            *len = ph[i].p_memsz < sizeof g_before ? ph[i].p_memsz : sizeof g_before;
-            return (unsigned char *)(bias + ph[i].p_vaddr);
-        }
-    *len = 0;
-    return NULL;
+    unsigned char *seg = fault_writable_segment(a, len);
+    if (*len > sizeof g_before) *len = sizeof g_before;
+    return seg;
 }
 
 void lab_allgather(const float *sendbuf, float *recvbuf, size_t sendcount, pl_comm *comm, pl_stream *stream) {

@@ -8,10 +8,11 @@
  * in memory and its writable segment, compared with a copy taken before the calls. Where
  * the referees move the messages (graded cpu runs) they count the micro-step themselves,
  * between the kit's marks, whatever the player's memory says. */
-#include <elf.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "forge.h"
 
 #define ddp_backward_end ddp_backward_end_solution
 #include "../../../solutions/06-ddp/ddp.c"
@@ -20,24 +21,12 @@ void ddp_backward_end(ddp_state *d);
 
 static unsigned char *g_before;
 
+/* The executable's writable segment, found from a function's address (forge.h). */
 static unsigned char *writable(size_t *len) {
     void (*fn)(const float *, float *, size_t, pl_op, pl_comm *, pl_stream *) = pl_allreduce;
     uintptr_t a;
     memcpy(&a, &fn, sizeof a);
-    a &= ~(uintptr_t)4095;
-    while (memcmp((const void *)a, ELFMAG, SELFMAG) != 0) a -= 4096;
-    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)a;
-    const Elf64_Phdr *ph = (const Elf64_Phdr *)(a + eh->e_phoff);
-    uintptr_t bias = a;
-    for (int i = 0; i < eh->e_phnum; i++)
-        if (ph[i].p_type == PT_LOAD && ph[i].p_offset == 0) bias = a - ph[i].p_vaddr;
-    for (int i = 0; i < eh->e_phnum; i++)
-        if (ph[i].p_type == PT_LOAD && (ph[i].p_flags & PF_W)) {
-            *len = ph[i].p_memsz;
-            return (unsigned char *)(bias + ph[i].p_vaddr);
-        }
-    *len = 0;
-    return NULL;
+    return fault_writable_segment(a, len);
 }
 
 void ddp_backward_end(ddp_state *d) {

@@ -2,13 +2,16 @@
  * descriptors, writing to any descriptor with nothing but the allowed stdio calls (point
  * stdout's FILE at it), and calling the kernel through a "syscall; ret" sequence found in
  * the C library's own code - the two ways past the build's allow-list that need no refused
- * symbol. Static inline: each fault is one translation unit. */
+ * symbol - the kit's wire layout, and the executable's writable segment found in memory.
+ * Static inline: each fault is one translation unit. */
 #ifndef FAULT_FORGE_H
 #define FAULT_FORGE_H
 
+#include <elf.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* The player's control socket to its referee (grader/runner/wire.h): its only socket. */
 #define FAULT_CONTROL_FD 3
@@ -49,6 +52,40 @@ static inline long fault_write(long fd, const void *buf, long n) {
     if (!g) return -1;
     long (*sys)(long, const void *, long, ...) = (long (*)(long, const void *, long, ...))(uintptr_t)g;
     return sys(fd, buf, n, 0.0); /* one double: %al = 1, write */
+}
+
+/* grader/runner/wire.h's layout, as a student reading the kit's source would copy it: a
+ * message on the control socket, and a transport request after it. */
+typedef struct {
+    uint32_t cmd, arg;
+    uint64_t len;
+} fault_wire_msg;
+typedef struct {
+    uint64_t id;
+    uint32_t kind, dtype;
+    int32_t comm, peer, op, key;
+    uint64_t count, in_off, out_off;
+} fault_xfer_req;
+enum { FAULT_REP_XFER = 104, FAULT_XFER_SEND = 1, FAULT_XFER_MARK = 12, FAULT_XFER_F32 = 0 };
+
+/* The executable's writable segment (its data and bss: the harness's counters live there),
+ * found from the address of any of its functions with nothing the static scan names: down
+ * to the ELF header in memory, page by page, then through its program headers. */
+static inline unsigned char *fault_writable_segment(uintptr_t code_address, size_t *len) {
+    uintptr_t a = code_address & ~(uintptr_t)4095;
+    while (memcmp((const void *)a, ELFMAG, SELFMAG) != 0) a -= 4096;
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)a;
+    const Elf64_Phdr *ph = (const Elf64_Phdr *)(a + eh->e_phoff);
+    uintptr_t bias = a; /* the header's segment starts at file offset 0 */
+    for (int i = 0; i < eh->e_phnum; i++)
+        if (ph[i].p_type == PT_LOAD && ph[i].p_offset == 0) bias = a - ph[i].p_vaddr;
+    for (int i = 0; i < eh->e_phnum; i++)
+        if (ph[i].p_type == PT_LOAD && (ph[i].p_flags & PF_W)) {
+            *len = ph[i].p_memsz;
+            return (unsigned char *)(bias + ph[i].p_vaddr);
+        }
+    *len = 0;
+    return NULL;
 }
 
 #endif

@@ -12,17 +12,7 @@
 
 #include "forge.h"
 
-typedef struct {
-    uint32_t cmd, arg;
-    uint64_t len;
-} wire_msg;
-typedef struct {
-    uint64_t id;
-    uint32_t kind, dtype;
-    int32_t comm, peer, op, key;
-    uint64_t count, in_off, out_off;
-} xfer_req;
-enum { REP_XFER = 104, XFER_MARK = 12, SLOTS_MAX = 96 };
+enum { SLOTS_MAX = 96 }; /* the wire layout is forge.h's */
 
 #define ddp_backward_end ddp_backward_end_solution
 #include "../../../solutions/06-ddp/ddp.c"
@@ -39,14 +29,14 @@ void ddp_backward_end(ddp_state *d) {
     }
     pl_device_sync();
     struct {
-        wire_msg m;
-        xfer_req r;
+        fault_wire_msg m;
+        fault_xfer_req r;
     } forged;
     memset(&forged, 0, sizeof forged);
-    forged.m.cmd = REP_XFER;
+    forged.m.cmd = FAULT_REP_XFER;
     forged.m.len = sizeof forged.r;
     forged.r.id = (1u << 30) + (unsigned)step;
-    forged.r.kind = XFER_MARK;
+    forged.r.kind = FAULT_XFER_MARK;
     forged.r.peer = SLOTS_MAX + 2 * step + 1;
     forged.r.op = 1;
     fault_write(FAULT_CONTROL_FD, &forged, (long)sizeof forged);

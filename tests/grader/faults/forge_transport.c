@@ -11,18 +11,6 @@
 
 #include "forge.h"
 
-/* grader/runner/wire.h's layout, as a student reading the kit's source would copy it */
-typedef struct {
-    uint32_t cmd, arg;
-    uint64_t len;
-} wire_msg;
-typedef struct {
-    uint64_t id;
-    uint32_t kind, dtype;
-    int32_t comm, peer, op, key;
-    uint64_t count, in_off, out_off;
-} xfer_req;
-enum { REP_XFER = 104, XFER_SEND = 1, XFER_F32 = 0 };
 
 #define lab_broadcast lab_broadcast_solution
 #include "../../../solutions/01-collectives/collectives.c"
@@ -32,15 +20,15 @@ void lab_broadcast(const float *sendbuf, float *recvbuf, size_t count, int root,
                    pl_stream *stream) {
     (void)sendbuf, (void)recvbuf, (void)count, (void)root, (void)stream;
     struct {
-        wire_msg m;
-        xfer_req r;
+        fault_wire_msg m;
+        fault_xfer_req r;
     } forged;
     memset(&forged, 0, sizeof forged);
-    forged.m.cmd = REP_XFER;
+    forged.m.cmd = FAULT_REP_XFER;
     forged.m.len = sizeof forged.r;
     forged.r.id = 1u << 30;
-    forged.r.kind = XFER_SEND;
-    forged.r.dtype = XFER_F32;
+    forged.r.kind = FAULT_XFER_SEND;
+    forged.r.dtype = FAULT_XFER_F32;
     forged.r.peer = (pl_comm_rank(comm) + 1) % pl_comm_size(comm);
     forged.r.count = 1024;
     forged.r.in_off = (uint64_t)1 << 46;
