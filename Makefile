@@ -403,7 +403,7 @@ test-fresh:
 # hostile files and failures (tests/multinode/).
 test-multinode: all
 	@scripts/install-deps.sh --multinode >&2 || echo "paralab: iproute2 or Slurm is missing (above): the checks that need them will fail" >&2
-	@MAKE="$(MAKE)" B="$(B)" tests/multinode/test_multinode.sh
+	@MAKE="$(MAKE)" B="$(B)" tests/multinode/multinode.sh
 
 # Every hostile student file of the fault suite, not only the quick ones (tests/grader/faults/).
 test-faults: all

@@ -14,7 +14,7 @@
 #
 # A host is named by its address or by plhI. Across the hosts, Open MPI must use TCP only
 # (--mca btl tcp,self) and the bridge's subnet (oob/btl_tcp_if_include 10.77.0.0/24);
-# tests/multinode/test_multinode.sh shows the whole command.
+# tests/multinode/multinode.sh shows the whole command.
 set -euo pipefail
 PREFIX=plh
 BRIDGE=plbr0

@@ -108,7 +108,7 @@ for f in tests/grader/faults/*.c; do
     modes=off
     case $sandbox in on) modes=on ;; both) modes="off on" ;; esac
     # FAULTS_NP="3", FAULTS_SANDBOX=off: every file at those world sizes, in that mode only
-    # (tests/multinode/test_multinode.sh: a rank on another host, where no sandbox wraps the launcher)
+    # (tests/multinode/multinode.sh: a rank on another host, where no sandbox wraps the launcher)
     [ -n "${FAULTS_NP:-}" ] && np=$FAULTS_NP
     if [ -n "${FAULTS_SANDBOX:-}" ]; then modes=$FAULTS_SANDBOX; [ "$sandbox" = both ] && sandbox=$FAULTS_SANDBOX; fi
     for mode in $modes; do

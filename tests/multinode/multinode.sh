@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# test_multinode.sh - graded runs across hosts (make test-multinode; needs root).
+# multinode.sh - graded runs across hosts (make test-multinode; needs root). Not named
+# test_*.sh: make test (tests/run.sh) runs those, and this one takes about 11 minutes.
 #
 # Two hosts are simulated on this machine (scripts/sim-hosts.sh): network namespaces h1
 # (10.77.0.11) and h2 (10.77.0.12) on a bridge, each with its own host name and its own /tmp,
