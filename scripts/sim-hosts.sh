@@ -62,8 +62,16 @@ agent() {
     ip netns list | grep -qw "^$ns" || { echo "sim-hosts: ssh: connect to host $host: No route to host" >&2; exit 255; }
     # like sshd: the command is one string for the host's shell (nsenter, not `ip netns
     # exec`, which would mount a sysfs of its own without the cgroups slurmd needs)
+    # The kit stays where it is when it lies under /tmp (a checkout there, as a CI's may be):
+    # the old /tmp is parked on /mnt (in this mount namespace only) and the kit bound back.
+    local kit
+    kit=$(cd "$(dirname "$0")/.." && pwd)
     exec nsenter --net="/run/netns/$ns" unshare --uts --mount --propagation private \
-        /bin/sh -c 'mount -t tmpfs -o mode=1777 tmpfs /tmp && hostname "$0" && exec /bin/sh -c "$1"' "h${ns#"$PREFIX"}" "$*"
+        /bin/sh -c 'case "$2" in
+                        /tmp/*) mount --bind /tmp /mnt && mount -t tmpfs -o mode=1777 tmpfs /tmp &&
+                                mkdir -p "$2" && mount --bind "/mnt/${2#/tmp/}" "$2" && umount -l /mnt ;;
+                        *) mount -t tmpfs -o mode=1777 tmpfs /tmp ;;
+                    esac && hostname "$0" && exec /bin/sh -c "$1"' "h${ns#"$PREFIX"}" "$*" "$kit"
 }
 
 killhost() {
