@@ -36,6 +36,7 @@ typedef struct {
     gpt_head_params h, dh;       /* lnf and lm_w: lm_w is a copy of wte (tied)           */
     gpt_block_params *blk, *dblk;
     double *m, *v;               /* AdamW moments over every parameter                   */
+    unsigned char *loose;        /* 1: AdamW's step on this element rests on rounding     */
     size_t n;                    /* parameters: embed + blocks + lnf (lm_w is wte)       */
     int step;
 } serial;
@@ -76,7 +77,8 @@ static serial *serial_new(const l8_cfg *c, uint64_t seed) {
     }
     m->m = calloc(m->n, sizeof *m->m);
     m->v = calloc(m->n, sizeof *m->v);
-    PL_CHECK(m->m && m->v, "out of host memory");
+    m->loose = calloc(m->n, 1);
+    PL_CHECK(m->m && m->v && m->loose, "out of host memory");
     return m;
 }
 
@@ -85,7 +87,7 @@ static void serial_free(serial *m) {
     gpt_host_params_free(m->e.base), gpt_host_params_free(m->de.base);
     gpt_host_params_free(m->h.base), gpt_host_params_free(m->dh.base);
     for (int l = 0; l < m->c.layers; l++) gpt_host_params_free(m->blk[l].base), gpt_host_params_free(m->dblk[l].base);
-    free(m->blk), free(m->dblk), free(m->m), free(m->v), free(m);
+    free(m->blk), free(m->dblk), free(m->m), free(m->v), free(m->loose), free(m);
 }
 
 /* One step on the global batch ([T, B] tokens and targets): the mean loss over every
@@ -128,15 +130,22 @@ static void serial_step(serial *m, const int *tokens, const int *targets, int B,
     m->step++;
     double b1 = c->beta1, b2 = c->beta2, c1 = 1 - pow(b1, m->step), c2 = 1 - pow(b2, m->step);
     size_t k = 0;
+    double vsum = 0;
     for (int i = 0; i < np; i++)
         for (size_t j = 0; j < pc[i].n; j++, k++) {
             double gr = clip * pc[i].g[j], p = pc[i].p[j];
             p -= (double)c->lr * c->weight_decay * p;
             m->m[k] = b1 * m->m[k] + (1 - b1) * gr;
             m->v[k] = b2 * m->v[k] + (1 - b2) * gr * gr;
+            vsum += m->v[k] / c2;
             p -= (double)c->lr * (m->m[k] / c1) / (sqrt(m->v[k] / c2) + c->eps);
             pc[i].p[j] = (float)p;
         }
+    /* an element whose RMS is a thousandth of the model's: its step is lr times a ratio of
+     * two numbers at the float32 sums' rounding level (see adam_tolerance) */
+    double firm = 1e-3 * sqrt(vsum / (double)m->n);
+    for (k = 0; k < m->n; k++)
+        if (sqrt(m->v[k] / c2) < firm) m->loose[k] = 1;
     for (int l = 0; l < c->layers; l++) gpt_host_acts_free(&acts[l]);
     gpt_host_head_acts_free(&ha);
     free(acts), free(x), free(dx), free(dy);
@@ -165,6 +174,63 @@ static void serial_slice(const serial *m, const l8_layout *lay, double *out) {
     free(flat);
 }
 
+/* serial_slice of the loose marks (1.0 where AdamW's steps rest on rounding). */
+static void serial_slice_loose(serial *m, const l8_layout *lay, double *out) {
+    piece pc[L8_MAX_STAGES + 4];
+    int np = pieces(m, pc);
+    float *keep = malloc(m->n * sizeof *keep);
+    PL_CHECK(keep != NULL, "out of host memory");
+    size_t k = 0;
+    for (int i = 0; i < np; i++)
+        for (size_t j = 0; j < pc[i].n; j++, k++) keep[k] = pc[i].p[j], pc[i].p[j] = m->loose[k];
+    serial_slice(m, lay, out);
+    k = 0;
+    for (int i = 0; i < np; i++)
+        for (size_t j = 0; j < pc[i].n; j++, k++) pc[i].p[j] = keep[k];
+    free(keep);
+}
+
+/* A rank's parameters against the serial run's: the relative error over the firm elements,
+ * and the loose ones held to what AdamW's steps can move an element at all (each step
+ * moves it by at most about lr; 4 lr per step taken is the bound). */
+typedef struct {
+    double rel;   /* over the firm elements                                          */
+    double loose; /* elements held only to the bound                                 */
+    double far;   /* loose elements past it (or not finite)                          */
+} param_gap;
+
+static param_gap params_vs_serial(serial *m, const l8_layout *lay, const float *got) {
+    double *want = malloc((lay->count + 1) * sizeof *want), *loose = malloc((lay->count + 1) * sizeof *loose);
+    PL_CHECK(want && loose, "out of host memory");
+    serial_slice(m, lay, want);
+    serial_slice_loose(m, lay, loose);
+    double bound = 4.0 * m->c.lr * m->step, diff2 = 0, ref2 = 0;
+    param_gap g = {0};
+    bool finite = true;
+    for (size_t i = 0; i < lay->count; i++) {
+        double d = (double)got[i] - want[i];
+        if (loose[i] != 0) {
+            g.loose++;
+            if (!(fabs(d) <= bound)) g.far++;
+        } else if (!isfinite(got[i])) finite = false;
+        else diff2 += d * d, ref2 += want[i] * want[i];
+    }
+    g.rel = !finite ? INFINITY : ref2 > 0 ? sqrt(diff2 / ref2) : sqrt(diff2);
+    free(want), free(loose);
+    return g;
+}
+
+/* Judges a gap on every rank together (a relay): the firm elements at `tol`, the loose ones
+ * within the bound. Returns the largest loose count (for the note). */
+static double check_params(drv_case *c, const char *what, param_gap g, double tol, const serial *m) {
+    drv_check_error(c, what, g.rel, tol);
+    double far = drv_sum(g.far);
+    if (far > 0)
+        drv_fail(c, "%s: %.0f element(s) whose gradient is at the rounding level moved farther than AdamW can move "
+                    "one in %d step(s) (%.2g)", what, far, m->step, 4.0 * m->c.lr * m->step);
+    return drv_max(g.loose);
+}
+
 /* ==================================================================================== */
 /* A run                                                                                  */
 /* ==================================================================================== */
@@ -177,7 +243,7 @@ struct l8_run {
     serial *M;                   /* the reference after the steps judged so far            */
     l8_step_report rep;          /* the player's, after the graded steps                   */
     double loss[L8_MAX_STEPS], norm[L8_MAX_STEPS], ref_loss[L8_MAX_STEPS], ref_norm[L8_MAX_STEPS];
-    double param_err;            /* the parameters after the steps                        */
+    param_gap params;            /* the parameters after the steps                        */
     l8_tally want[L8_NGROUPS];
 };
 
@@ -185,8 +251,12 @@ struct l8_run {
  * compared at 1e-4, not at the float tolerance of the first step's loss and norm: AdamW
  * divides each gradient by its own running RMS, so an element whose gradient sits at the
  * rounding level of the float32 sums that make it (the double-precision serial run puts it
- * at +1e-9, the float run at -1e-9) moves by up to lr either way. On the solution, 2e-7 to
- * 2e-6 typically, and 2.4e-5 once in about 300 step cases. */
+ * at +1e-9, the float run at -1e-9) moves by up to lr either way. The serial run marks those
+ * elements (serial_step: an RMS under a thousandth of the model's), and they are held only
+ * to the distance AdamW can move an element at all; the rest, 2e-7 to 5e-6 on the solution,
+ * at 1e-4. Without the marks, one step case in a few hundred reached 2.4e-5, and one in a
+ * few thousand failed. The losses are not touched: such an element's gradient is its
+ * effect on the loss. */
 static double adam_tolerance(void) { return fmax(drv_tolerance(), 1e-4); }
 
 static l8_run *run_of(const drv_case *c) { return l8_state_of(c)->runs[c->arg[0]]; }
@@ -260,15 +330,13 @@ static void judge(drv_case *c, l8_state *S, l8_run *R) {
     int d = R->lay.d, B = d * cf->micro * cf->batch;
     size_t nB = (size_t)cf->seq * B;
     int *tok = malloc(nB * sizeof *tok), *tgt = malloc(nB * sizeof *tgt);
-    double *want = malloc((R->lay.count + 1) * sizeof *want);
-    PL_CHECK(tok && tgt && want, "out of host memory");
+    PL_CHECK(tok && tgt, "out of host memory");
     R->M = serial_new(cf, l8_shared_seed(c, 0));
     for (int k = 0; k < S->steps; k++) {
         global_batch(c, R, k, 0, tok, tgt);
         serial_step(R->M, tok, tgt, B, &R->ref_loss[k], &R->ref_norm[k]);
     }
-    serial_slice(R->M, &R->lay, want);
-    R->param_err = drv_rel_err(drv_slot_host(c, "params"), want, R->lay.count);
+    R->params = params_vs_serial(R->M, &R->lay, drv_slot_host(c, "params"));
     /* the replicas' losses live on the last stage; tensor rank 0 speaks for each */
     const double *losses = drv_slot_host(c, "losses"), *norms = drv_slot_host(c, "norms");
     for (int k = 0; k < S->steps; k++) {
@@ -277,7 +345,7 @@ static void judge(drv_case *c, l8_state *S, l8_run *R) {
         R->norm[k] = norms[k];
     }
     l8_expected_traffic(cf, &R->lay, c->world, R->want);
-    free(tok), free(tgt), free(want);
+    free(tok), free(tgt);
 }
 
 static l8_run *judged_run(drv_case *c) {
@@ -296,14 +364,14 @@ void l8_step_check(drv_case *c) {
                     R->ref_loss, steps, 1, tol, adam_tolerance());
     drv_check_steps(c, "the global gradient norm (each parameter once)", R->norm, R->ref_norm, steps, 1, tol, adam_tolerance());
     snprintf(what, sizeof what, "parameters after %d steps (clipping, AdamW, ZeRO-1) vs the serial run's slice", steps);
-    drv_check_error(c, what, R->param_err, adam_tolerance());
+    double loose = check_params(c, what, R->params, adam_tolerance(), R->M);
     drv_num(c, "loss", R->loss[steps - 1]);
     drv_num(c, "grad_norm", R->ref_norm[0]);
     if (drv_max(drv_failed(c)) == 0)
         drv_note(c, "%d steps, m=%d: losses %.6f..%.6f, norms %.4f..%.4f (clip %.2f) as the single-rank run's; parameters within "
-                    "%.1e (tolerance %.0e after AdamW, %.0e before)",
+                    "%.1e (tolerance %.0e after AdamW, %.0e before; %.0f at the rounding level within AdamW's reach)",
                  steps, R->cfg.micro, R->loss[0], R->loss[steps - 1], R->ref_norm[0], R->ref_norm[steps - 1], R->cfg.max_norm,
-                 drv_max(R->param_err), adam_tolerance(), tol);
+                 drv_max(R->params.rel), adam_tolerance(), tol, loose);
 }
 
 void l8_traffic_check(drv_case *c) {
@@ -356,11 +424,10 @@ void l8_step_verify(drv_case *c, int run) {
     int d = R->lay.d, B = d * cf->micro * cf->batch;
     size_t nB = (size_t)cf->seq * B;
     int *tok = malloc(nB * sizeof *tok), *tgt = malloc(nB * sizeof *tgt);
-    double *want = malloc((R->lay.count + 1) * sizeof *want), ref_loss, ref_norm;
-    PL_CHECK(tok && tgt && want, "out of host memory");
+    double ref_loss, ref_norm;
+    PL_CHECK(tok && tgt, "out of host memory");
     global_batch(c, R, 0, run, tok, tgt);
     serial_step(R->M, tok, tgt, B, &ref_loss, &ref_norm);
-    serial_slice(R->M, &R->lay, want);
     const l8_step_report *rep = drv_slot_host(c, "report");
     const double *losses = drv_slot_host(c, "losses"), *norms = drv_slot_host(c, "norms");
     double mine = R->lay.last && R->lay.tp == 0 ? losses[0] : 0;
@@ -373,9 +440,9 @@ void l8_step_verify(drv_case *c, int run) {
         snprintf(what, sizeof what, "timed run %d: the gradient norm", run);
         drv_check_steps(c, what, norms, &ref_norm, 1, 1, tol, tol);
         snprintf(what, sizeof what, "timed run %d: the parameters vs the serial run's", run);
-        drv_check_tensor(c, what, drv_slot_host(c, "params"), want, R->lay.count, tol);
+        check_params(c, what, params_vs_serial(R->M, &R->lay, drv_slot_host(c, "params")), tol, R->M);
     }
-    free(tok), free(tgt), free(want);
+    free(tok), free(tgt);
 }
 
 void l8_step_teardown(drv_case *c) {

@@ -51,6 +51,11 @@ notok() { echo "not ok - $*"; }
 
 # "case classification" per line, from the engine's cases.json
 classes() { awk -F'"' '/"case":/ {c=$4} /"classification":/ {print c, $4}' "$1"; }
+# "# case: class: detail" for each case that did not pass, from the engine's cases.json
+failures() {
+    awk '/"case":/ {c=$0; sub(/^[^:]*:[ \t]*/, "", c)} /"classification":/ {k=$0; sub(/^[^:]*:[ \t]*/, "", k)}
+         /"detail":/ {d=$0; sub(/^[^:]*:[ \t]*/, "", d); if (k != "\"pass\",") print "# " c " " k " " d}' "$1" 2>/dev/null | head -n "${2:-3}"
+}
 
 grade() { # grade LAB NAME SRC-DIR-OR-FILE NP [extra engine args...] -> $TMP/LAB-NAME.{log,rc}
     local lab=$1 name=$2 src=$3 np=$4; shift 4
@@ -97,6 +102,7 @@ full_marks() { # full_marks LAB NAME DESCRIPTION
     else
         notok "$3 (got '$score', exit $rc)"
         grep -E "^ +(wrong|crash|timeout|deadlock|error|forbidden|build)" "$log" | head -5 | sed 's/^/# /'
+        failures "$TMP/$1-$2/cases.json"
     fi
 }
 
@@ -297,7 +303,7 @@ if [ -n "$asan_build" ]; then
                 ok "$lab: in the AddressSanitizer flavour at np $SELFTEST_ASAN_NP, every case of the solution passes ($ran)"
             else
                 notok "$lab: in the AddressSanitizer flavour at np $SELFTEST_ASAN_NP, every case of the solution passes ($ran ran, $bad not: $(classes "$TMP/$lab-asan-solution/cases.json" 2>/dev/null | grep -v ' pass$' | head -n 2 | tr '\n' ' '))"
-                grep -E "^ +(wrong|crash|timeout|deadlock|error|forbidden|build)" "$TMP/$lab-asan-solution.log" | head -3 | sed 's/^/# /'
+                failures "$TMP/$lab-asan-solution/cases.json"
                 [ "$ran" -gt 0 ] || tail -n 4 "$TMP/$lab-asan-solution.log" | sed 's/^/# /'
             fi
         done
