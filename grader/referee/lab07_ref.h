@@ -38,6 +38,9 @@ typedef struct {
     float *master[L7_MAX_UNITS];       /* after the last step: fp32 master (the parameters) */
     float *m[L7_MAX_UNITS], *v[L7_MAX_UNITS];
     float *param[L7_MAX_UNITS];        /* what the kit computes with: bf16(master) widened  */
+    unsigned char *loose[L7_MAX_UNITS]; /* 1: an Adam RMS under a thousandth of the model's at
+                                          some step (its steps rest on rounding: held to
+                                          l7_adam_reach, not to the tolerance)             */
 } l7_ref;
 
 typedef struct {
@@ -63,6 +66,7 @@ void l7_reference_free(l7_lab *L);
 double l7_bf16_tolerance(const l7_lab *L);
 /* float32 runs: what follows an AdamW update (lab07_reference.c says why). */
 double l7_adam_tolerance(void);
+double l7_adam_reach(const l7_lab *L, const l7_ref *ref);
 
 /* ---- lab07_rules.c ---- */
 int l7_ref_buckets(const l7_model *m, size_t cap, int world, l7_bucket *out, int max);
