@@ -201,8 +201,9 @@ static bool refuse(channel *ch, chan_peer *p, const char *what)
  * "nonce":NR} TAB its MAC under the secret (handshake.h); every rank once. */
 static bool on_hello(channel *ch, chan_peer *p, const char *line, size_t len)
 {
-    const char *tab = memrchr(line, '\t', len);
-    size_t jlen = tab ? (size_t)(tab - line) : len;
+    uint64_t sig = 0;
+    long text = siphash_split_signed(line, len, &sig);
+    size_t jlen = text < 0 ? len : (size_t)text;
     cJSON *o = cJSON_ParseWithLength(line, jlen);
     const cJSON *ev = cJSON_GetObjectItemCaseSensitive(o, "event"), *ver = cJSON_GetObjectItemCaseSensitive(o, "protocol");
     const cJSON *lab = cJSON_GetObjectItemCaseSensitive(o, "lab"), *np = cJSON_GetObjectItemCaseSensitive(o, "np");
@@ -222,14 +223,9 @@ static bool on_hello(channel *ch, chan_peer *p, const char *line, size_t len)
     // the secret first: nothing a stranger says is looked at
     bool proven = false;
     unsigned char secret[SIPHASH_KEY_BYTES];
-    if (tab && len - jlen - 1 == SIPHASH_HEX && cJSON_IsString(nonce) && strlen(nonce->valuestring) == HS_NONCE_HEX &&
-        strspn(nonce->valuestring, "0123456789abcdef") == HS_NONCE_HEX && siphash_key_from_hex(ch->secret, secret) == 0) {
-        char hex[SIPHASH_HEX + 1];
-        memcpy(hex, tab + 1, SIPHASH_HEX);
-        hex[SIPHASH_HEX] = '\0';
-        proven = strspn(hex, "0123456789abcdef") == SIPHASH_HEX &&
-                 strtoull(hex, NULL, 16) == hs_mac(secret, HS_TAG_HELLO, p->ne, nonce->valuestring, line, jlen);
-    }
+    if (text >= 0 && cJSON_IsString(nonce) && strlen(nonce->valuestring) == HS_NONCE_HEX &&
+        strspn(nonce->valuestring, "0123456789abcdef") == HS_NONCE_HEX && siphash_key_from_hex(ch->secret, secret) == 0)
+        proven = sig == hs_mac(secret, HS_TAG_HELLO, p->ne, nonce->valuestring, line, jlen);
     memset(secret, 0, sizeof secret);
     if (!proven) {
         cJSON_Delete(o);
@@ -319,19 +315,12 @@ char *channel_hosts(const channel *ch)
 /* A record from another rank than 0: one signed abort, saying why its referee stopped. */
 static bool on_other(channel *ch, chan_peer *p, const char *line, size_t len)
 {
-    const char *tab = memrchr(line, '\t', len);
     unsigned char key[16];
-    bool signed_ok = false;
-    if (tab && siphash_key_from_hex(ch->key, key) == 0 && (size_t)(line + len - tab - 1) == SIPHASH_HEX) {
-        char hex[SIPHASH_HEX + 1];
-        memcpy(hex, tab + 1, SIPHASH_HEX);
-        hex[SIPHASH_HEX] = '\0';
-        unsigned long long sig = strtoull(hex, NULL, 16);
-        signed_ok = sig == siphash_record(key, p->seq++, line, (size_t)(tab - line));
-    }
-    if (!signed_ok)
+    uint64_t sig = 0;
+    long body = siphash_split_signed(line, len, &sig);
+    if (body < 0 || siphash_key_from_hex(ch->key, key) != 0 || sig != siphash_record(key, p->seq++, line, (size_t)body))
         return distrust(ch, xasprintf("rank %d's connection carried a record without the run's signature", p->rank));
-    cJSON *o = cJSON_ParseWithLength(line, (size_t)(tab - line));
+    cJSON *o = cJSON_ParseWithLength(line, (size_t)body);
     const cJSON *ev = cJSON_GetObjectItemCaseSensitive(o, "event"), *why = cJSON_GetObjectItemCaseSensitive(o, "why");
     char *text = NULL;
     if (cJSON_IsString(ev) && !strcmp(ev->valuestring, "abort")) {

@@ -320,18 +320,10 @@ proto_event proto_feed(proto_state *p, const char *line, size_t len)
     if (p->stage == PROTO_DONE) return distrust(p, xstrdup("a record after the end record"));
     if (memchr(line, '\0', len)) return distrust(p, xstrdup("a record with a NUL byte"));
     /* the signature: after the last tab (the JSON has none: cJSON escapes tabs in strings) */
-    const char *tab = memrchr(line, '\t', len);
-    unsigned long long sig = 0;
-    char hex[SIPHASH_HEX + 1] = "";
-    if (tab && (size_t)(line + len - tab - 1) == SIPHASH_HEX) {
-        memcpy(hex, tab + 1, SIPHASH_HEX);
-        char *stop = NULL;
-        sig = strtoull(hex, &stop, 16);
-        if (!stop || *stop || strspn(hex, "0123456789abcdef") != SIPHASH_HEX) tab = NULL;
-    } else {
-        tab = NULL;
-    }
-    if (!tab || sig != siphash_record(p->mac_key, (uint64_t)(p->lines - 1), line, (size_t)(tab - line)))
+    uint64_t sig = 0;
+    long text = siphash_split_signed(line, len, &sig);
+    const char *tab = text < 0 ? NULL : line + text;
+    if (!tab || sig != siphash_record(p->mac_key, (uint64_t)(p->lines - 1), line, (size_t)text))
         return distrust(p, xasprintf("record %d does not carry this run's signature (written by something that "
                                      "does not hold the run's key)", p->lines));
     const char *end = NULL;

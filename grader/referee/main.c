@@ -186,13 +186,14 @@ static void engine_connect(const char *sock, const char *tcp, const char *secret
     n += snprintf(hello + n, sizeof hello - (size_t)n, "\t%016llx\n", (unsigned long long)mac);
     if (!wire_write_full(fd, hello, (size_t)n)) channel_fail(where, "cannot write to", strerror(errno));
     read_line(fd, line, sizeof line, -1, where, "no key from"); /* once every rank has said hello */
-    char *tab = strrchr(line, '\t'), enc[2 * SIPHASH_KEY_BYTES + 1], hex[2 * SIPHASH_KEY_BYTES + 1];
-    bool ok = tab && strlen(tab + 1) == SIPHASH_HEX && strspn(tab + 1, "0123456789abcdef") == SIPHASH_HEX;
+    char enc[2 * SIPHASH_KEY_BYTES + 1], hex[2 * SIPHASH_KEY_BYTES + 1];
+    uint64_t sig = 0;
+    long text = siphash_split_signed(line, strlen(line), &sig);
+    bool ok = text >= 0;
     if (ok) {
-        *tab = '\0';
-        ok = strtoull(tab + 1, NULL, 16) == hs_mac(secret, HS_TAG_KEY, ne, nr, line, strlen(line)) &&
-             hs_field(line, "key", enc, sizeof enc) == 0 && hs_crypt_key(secret, ne, nr, enc, hex) == 0 &&
-             siphash_key_from_hex(hex, g_ref.key) == 0;
+        line[text] = '\0';
+        ok = sig == hs_mac(secret, HS_TAG_KEY, ne, nr, line, (size_t)text) && hs_field(line, "key", enc, sizeof enc) == 0 &&
+             hs_crypt_key(secret, ne, nr, enc, hex) == 0 && siphash_key_from_hex(hex, g_ref.key) == 0;
     }
     memset(line, 0, sizeof line);
     memset(hex, 0, sizeof hex);

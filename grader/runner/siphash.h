@@ -58,6 +58,21 @@ static inline uint64_t siphash_record(const unsigned char key[SIPHASH_KEY_BYTES]
     return v0 ^ v1 ^ v2 ^ v3;
 }
 
+/* A signed line is TEXT TAB SIG (SIG: 16 lowercase hex digits; TEXT is JSON, which holds no
+ * raw tab). The length of TEXT, with SIG in *sig; -1 when the line has no such tail. */
+static inline long siphash_split_signed(const char *line, size_t len, uint64_t *sig) {
+    if (len < SIPHASH_HEX + 1 || line[len - SIPHASH_HEX - 1] != '\t') return -1;
+    uint64_t v = 0;
+    for (size_t i = len - SIPHASH_HEX; i < len; i++) {
+        char c = line[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0) return -1;
+        v = v << 4 | (uint64_t)d;
+    }
+    *sig = v;
+    return (long)(len - SIPHASH_HEX - 1);
+}
+
 /* The 32 hex digits of a key into its 16 bytes; 0 on success, -1 when malformed. */
 static inline int siphash_key_from_hex(const char *hex, unsigned char key[SIPHASH_KEY_BYTES]) {
     for (int i = 0; i < 2 * SIPHASH_KEY_BYTES; i++) {

@@ -322,13 +322,14 @@ static int handshake(int world)
     }
     char line[256], enc[40] = "";
     read_line(fds[0], line, sizeof line);
-    char *tab = strrchr(line, '\t');
-    if (!tab || hs_field(line, "key", enc, sizeof enc) != 0) {
+    uint64_t sig = 0;
+    long text = siphash_split_signed(line, strlen(line), &sig);
+    if (text < 0 || hs_field(line, "key", enc, sizeof enc) != 0) {
         fprintf(stderr, "error: no key from the engine\n");
         return 3;
     }
-    *tab = '\0';
-    if (strtoull(tab + 1, NULL, 16) != hs_mac(secret, HS_TAG_KEY, ne[0], nr[0], line, strlen(line)) ||
+    line[text] = '\0';
+    if (sig != hs_mac(secret, HS_TAG_KEY, ne[0], nr[0], line, (size_t)text) ||
         hs_crypt_key(secret, ne[0], nr[0], enc, key) != 0) {
         fprintf(stderr, "error: the key line is not signed with the run's secret\n");
         return 3;
