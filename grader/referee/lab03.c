@@ -443,7 +443,8 @@ void lab3_comm_perf(drv_case *c) {
     }
     double frac = drv_max(st->runs > 0 && t.mean_us > 0 ? st->comm_s / st->runs / (t.mean_us * 1e-6) : 0);
     drv_print("perf block fwd+bwd tp=%d sp=%d T=%d B=%d C=%d H=%d F=%d: %.1f us per rank (median), %.3f GFLOP/s per rank "
-              "(GEMMs), comm fraction %.2f\n",
+              "(GEMMs), comm fraction %.2f (%d runs: %.1f to %.1f us%s)\n",
               c->world, (int)st->k.sp, st->k.seq, f->B, f->C, f->H, f->F, t.median_us,
-              t.median_us > 0 ? flops / (t.median_us * 1e-6) / 1e9 : 0.0, frac);
+              t.median_us > 0 ? flops / (t.median_us * 1e-6) / 1e9 : 0.0, frac, t.iters, t.min_us, t.max_us,
+              drv_oversubscribed());
 }

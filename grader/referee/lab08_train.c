@@ -405,8 +405,10 @@ void l8_step_perf(drv_case *c) {
     if (drv_failed(c)) return;
     drv_num(c, "time_us", tm.median_us);
     drv_num(c, "min_time_us", tm.min_us);
-    if (tm.iters == 1) drv_note(c, "%s; one more step on a fresh batch, checked: %.0f us", note, tm.median_us);
-    else drv_note(c, "%s; %d more steps, each on a fresh batch, checked: %.0f us (median)", note, tm.iters, tm.median_us);
+    if (tm.iters == 1) drv_note(c, "%s; one more step on a fresh batch, checked: %.0f us%s", note, tm.median_us, drv_oversubscribed());
+    else
+        drv_note(c, "%s; %d more steps, each on a fresh batch, checked: %.0f us (median; %.0f to %.0f)%s", note, tm.iters,
+                 tm.median_us, tm.min_us, tm.max_us, drv_oversubscribed());
 }
 
 /* Timed run `run`: one more step, on a batch of fresh seeds. */

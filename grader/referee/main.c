@@ -550,6 +550,13 @@ static int slurm_local_tasks(void) {
     return -1;
 }
 
+/* The ranks on this host, as the launcher says (the world when it says nothing). */
+int referee_local_world(void) {
+    static const char *const ls[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", NULL};
+    int n = env_int(ls, slurm_local_tasks());
+    return n > 0 ? n : g_ref.world;
+}
+
 /* The referees move the player's messages (transport.c) on the cpu device, unless the lab
  * needs the player's own MPI or PL_TRANSPORT=mpi asks for the old way (for comparing). The
  * device is the cpu when asked for, or when `auto` finds no NVIDIA device on this host. */
@@ -567,10 +574,8 @@ static bool referee_moves_messages(const drv_lab *lab) {
     if (!cpu && (!dev || !*dev || !strcmp(dev, "auto"))) cpu = access("/dev/nvidiactl", F_OK) != 0;
     if (!cpu) return false;
     static const char *const lr[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", NULL};
-    static const char *const ls[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", NULL};
     static const char *const nn[] = {"OMPI_MCA_orte_num_nodes", "SLURM_STEP_NUM_NODES", "SLURM_NNODES", NULL};
-    int local_rank = env_int(lr, g_ref.rank), local_world = env_int(ls, slurm_local_tasks());
-    if (local_world <= 0) local_world = g_ref.world;
+    int local_rank = env_int(lr, g_ref.rank), local_world = referee_local_world();
     int nodes = env_int(nn, (g_ref.world + local_world - 1) / local_world); /* the launcher's count, or a guess */
     snprintf(g_place, sizeof g_place, "PL_PLACE=%d,%d,%d,%d,%d", g_ref.rank, g_ref.world, local_rank, local_world, nodes);
     return true;

@@ -54,6 +54,7 @@ PL_NORETURN void player_gone(void);
 /* A command to the player and its reply (REP_DONE); a player that dies or answers
  * anything else ends the referee (its exit code tells the engine what happened). */
 void player_command(uint32_t cmd, uint32_t arg);
+int referee_local_world(void);
 /* The player's next message that is not a transport request (those are served meanwhile):
  * wire_recv's result. */
 int player_recv(wire_msg *m, void **payload, uint64_t max);

@@ -1,6 +1,8 @@
 /* timing.c - how a referee times its player. Every timed run gets fresh inputs (the test's
  * refresh), poisoned outputs and its checks; the clock runs around the GO command alone,
  * after the inputs are staged; a run's time is the slowest rank's (a relay). */
+#include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -12,38 +14,67 @@ static double now_s(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-pl_timing drv_time_player(drv_case *c, int which, int warmup, int iters) {
+/* One timed run of timed(c, which), numbered `run` for refresh and verify: its time in
+ * microseconds on this rank. */
+static double one_run(drv_case *c, const drv_test *t, int which, int run) {
+    c->timing = which;
+    drv_slots_repoison(c);
+    t->refresh(c, run);
+    slots_publish(c, -1);
+    player_command(CMD_STAGE, (uint32_t)which);
+    double t0 = now_s();
+    player_command(CMD_GO, (uint32_t)which);
+    double dt = now_s() - t0;
+    player_command(CMD_COLLECT, (uint32_t)which);
+    slots_verify(c, "a timed run");
+    if (t->verify) t->verify(c, run);
+    return dt * 1e6;
+}
+
+void drv_time_players(drv_case *c, const int *which, int nwhich, int warmup, int iters, pl_timing *out) {
     const drv_test *t = c->inst->test;
     PL_CHECK(t->refresh != NULL, "a timed test needs refresh(): every timed run gets fresh inputs");
+    PL_CHECK(nwhich >= 1 && nwhich <= 4, "drv_time_players: 1 to 4 calls");
     if (g_opt.warmup >= 0) warmup = g_opt.warmup;
     if (g_opt.iters > 0) iters = g_opt.iters;
     if (iters < 1) iters = 1;
-    double *us = calloc((size_t)iters, sizeof *us);
+    double *us = calloc((size_t)iters * (size_t)nwhich, sizeof *us);
     PL_CHECK(us != NULL, "out of host memory");
-    for (int k = 0; k < warmup + iters; k++) { /* all of them on every rank: the players go together */
-        drv_slots_repoison(c);
-        t->refresh(c, k + 1);
-        slots_publish(c, -1);
-        player_command(CMD_STAGE, (uint32_t)which);
-        double t0 = now_s();
-        player_command(CMD_GO, (uint32_t)which);
-        double dt = now_s() - t0;
-        player_command(CMD_COLLECT, (uint32_t)which);
-        slots_verify(c, "a timed run");
-        if (t->verify) t->verify(c, k + 1);
-        if (k >= warmup) us[k - warmup] = dt * 1e6;
-    }
+    /* all of them on every rank: the players go together. Round k takes the calls in order,
+     * the next round in reverse (A B, B A, ...): a burst of load, or a drift, hits each
+     * alike */
+    for (int k = 0, run = 1; k < warmup + iters; k++)
+        for (int j = 0; j < nwhich; j++, run++) {
+            int w = k % 2 ? nwhich - 1 - j : j;
+            double dt = one_run(c, t, which[w], run);
+            if (k >= warmup) us[(size_t)w * iters + (k - warmup)] = dt;
+        }
     /* every rank's referee took the same number of runs unless a check failed somewhere */
     bool bad = drv_max(drv_failed(c)) > 0;
-    double *all = malloc((size_t)iters * (size_t)c->world * sizeof *all);
+    size_t per = (size_t)iters * (size_t)nwhich;
+    double *all = malloc(per * (size_t)c->world * sizeof *all);
     PL_CHECK(all != NULL, "out of host memory");
-    drv_allgather(us, (size_t)iters * sizeof *us, all);
-    for (int k = 0; k < iters; k++) /* the slowest rank defines a run */
+    drv_allgather(us, per * sizeof *us, all);
+    for (size_t k = 0; k < per; k++) /* the slowest rank defines a run */
         for (int r = 0; r < c->world; r++)
-            if (all[(size_t)r * iters + k] > us[k]) us[k] = all[(size_t)r * iters + k];
+            if (all[(size_t)r * per + k] > us[k]) us[k] = all[(size_t)r * per + k];
     free(all);
-    pl_timing tm = bad ? (pl_timing){0} : timing_of(us, iters);
+    for (int w = 0; w < nwhich; w++) out[w] = bad ? (pl_timing){0} : timing_of(us + (size_t)w * iters, iters);
     free(us);
     if (bad && !drv_failed(c)) drv_fail(c, "a timed run gave a wrong result on another rank");
+}
+
+const char *drv_oversubscribed(void) {
+    static char text[120];
+    cpu_set_t set;
+    int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0, ranks = referee_local_world();
+    if (cores <= 0 || ranks <= cores) return "";
+    snprintf(text, sizeof text, "; oversubscribed: %d ranks on %d core%s of this host", ranks, cores, cores > 1 ? "s" : "");
+    return text;
+}
+
+pl_timing drv_time_player(drv_case *c, int which, int warmup, int iters) {
+    pl_timing tm;
+    drv_time_players(c, &which, 1, warmup, iters, &tm);
     return tm;
 }

@@ -128,6 +128,8 @@ typedef struct drv_case {
     pl_wire wire;
     int64_t mem_before, mem_after; /* pl_mem_in_use() before play(), after release() */
     int64_t mem_peak;              /* pl_mem_peak() during play()                     */
+    int timing;               /* (R) the timed call (`which`) of the run that refresh and
+                                 verify are called for (drv_time_players)                 */
     /* ---- the runner's */
     drv_verdict verdict;
     char msg[480];
@@ -446,6 +448,14 @@ void drv_player_backends(pl_device_kind *device, pl_comm_kind *comm);
  * done (the player starts with a barrier of the ranks), the slowest rank's; statistics
  * over runs in microseconds, the same on every rank. */
 pl_timing drv_time_player(drv_case *c, int which, int warmup, int iters);
+/* The same for several calls compared with each other (the student's and the library's):
+ * their runs interleaved, round k in order and round k + 1 in reverse, so that load on a
+ * shared machine falls on each alike; out[i] is which[i]'s. Runs are numbered 1, 2, ...
+ * across the calls (refresh and verify see each number once). */
+void drv_time_players(drv_case *c, const int *which, int nwhich, int warmup, int iters, pl_timing *out);
+/* "; oversubscribed: N ranks on C cores of this host" where this host's ranks outnumber the
+ * cores the referee may run on, "" otherwise: for the note of a timed figure. */
+const char *drv_oversubscribed(void);
 
 #endif /* DRV_REFEREE */
 
