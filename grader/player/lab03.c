@@ -128,14 +128,17 @@ void lab3_block_play(drv_case *c) {
         drv_measure_slot(c, "cf", block_fwd, &b);
         drv_measure_slot(c, "cb", block_bwd, &b);
         drv_measure_slot(c, "cs", block_sync, &b);
-    } else {
+    } else { /* the outputs read on the calls' stream as they return (drv_consume) */
         block_fwd(&b);
+        if (what == FORWARD) drv_consume(c, NULL, "y", NULL);
         if (what == BACKWARD) { /* a second step into the same gradients, then the sync */
             block_bwd(&b);
+            drv_consume(c, NULL, "dx", NULL);
             block_args b2 = {q, drv_slot_f(c, "x.2"), b.y, drv_slot_f(c, "dy.2"), drv_slot_f(c, "dx.2")};
             block_fwd(&b2);
             block_bwd(&b2);
             block_sync(&b);
+            drv_consume(c, NULL, "y", "dx.2", NULL);
         }
     }
     if (what != FORWARD) pl_copy(drv_slot(c, "g"), q->g[0].base, q->count * sizeof(float), NULL);
@@ -203,6 +206,7 @@ void lab3_train_play(drv_case *c) {
     float *y = drv_slot_f(c, "y");
     q->dx = pl_malloc_floats(NlC), q->dy = pl_malloc_floats(NlC);
     mg_stack_forward(&q->k, L, q->p, q->a, y, drv_slot_f(c, "x"), NULL);
+    drv_consume(c, NULL, "y", NULL);
     pl_device_sync();
     /* the driver's loss 0.5 mean((y - target)^2): its gradient (y - target) / (N C) */
     float *got = malloc(NlC * sizeof(float) + 4), *tgt = malloc(NlC * sizeof(float) + 4);

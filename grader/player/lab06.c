@@ -60,7 +60,7 @@ static bool layouts_agree(const lab6_layout *L) {
  * the ranks' layouts disagree (*apart), the run goes on without communicating: their
  * all-reduces would not match (a crash or a hang in MPI or NCCL); the referee judges the
  * layouts recorded, and the results. */
-static void backward(mlp *m, ddp_state *d, int rows, bool accumulate, int step, lab6_step *rec, bool *apart) {
+static void backward(mlp *m, ddp_state *d, int rows, bool accumulate, int step, bool optimize, lab6_step *rec, bool *apart) {
     pl_metrics m0, m1, m2;
     bool mark = LAB6_MARK_END(step) < DRV_PHASES; /* the referees count both parts where they move the messages */
     counters(&m0);
@@ -75,6 +75,9 @@ static void backward(mlp *m, ddp_state *d, int rows, bool accumulate, int step, 
     pl_trace_clear();
     mlp_backward(m, d, rows, accumulate);
     ddp_backward_end(d);
+    /* the optimizer follows on the compute stream before anything syncs the device, as in a
+     * training loop: ddp_backward_end must have made that stream wait for the averages */
+    if (optimize) mlp_step(m);
     counters(&m2);
     if (mark) drv_mark(LAB6_MARK_END(step), true);
     rec->allreduce = (int64_t)(m2.coll_calls[PL_OP_ALLREDUCE] - m1.coll_calls[PL_OP_ALLREDUCE]);
@@ -121,13 +124,12 @@ void lab6_play_train(drv_case *c) {
             ddp_backward_end(&d);
             break;
         }
-        backward(&m, &d, local, lab6_step_accumulates(kind, s), s, &rec[s], &apart);
+        backward(&m, &d, local, lab6_step_accumulates(kind, s), s, lab6_step_optimizes(kind, s), &rec[s], &apart);
         if (kind == RUN_TRAIN && s == n - 1) { /* the steady step on the cost model */
             plc_prediction pp;
             rec[s].pred_ok = lab6_predict(&pp);
             if (rec[s].pred_ok) rec[s].pred_overlap = pp.comm_overlap, rec[s].pred_bwd_us = pp.step_time * 1e6;
         }
-        if (lab6_step_optimizes(kind, s)) mlp_step(&m);
     }
     if (drv_slot_bytes(c, "params")) mlp_download(&m, drv_slot(c, "params"));
     done(&m, &d);

@@ -100,6 +100,9 @@ void lab9_play(drv_case *c) {
     s->cfg = (moe_config){cf->tokens, cf->hidden, cf->ffn, cf->experts, cf->top_k, cf->capacity_factor, cf->aux_alpha,
                           pl_comm_world()};
     size_t t0 = pl_trace_count(), t1 = t0;
+    /* the calls run on the comm stream, the caller's: their outputs are read on it once
+     * they return (drv_consume), so work left on another stream has not delivered */
+    pl_stream *st = pl_stream_comm();
     switch (p.kind) {
     case K_CONFIG: {
         int32_t *code = host_view(c, "code", true);
@@ -115,7 +118,7 @@ void lab9_play(drv_case *c) {
     }
     case K_A2A: {
         const int32_t *counts = host_view(c, "counts", false);
-        moe_alltoallv(drv_slot_f(c, "send"), counts, drv_slot_f(c, "recv"), counts + n, s->cfg.comm, NULL);
+        moe_alltoallv(drv_slot_f(c, "send"), counts, drv_slot_f(c, "recv"), counts + n, s->cfg.comm, st);
         break;
     }
     case K_LAYER:
@@ -129,9 +132,9 @@ void lab9_play(drv_case *c) {
         pl_sym_set_jitter(L9.jitter_us, sc->jitter_seed);
         t0 = pl_trace_count();
         for (int call = 0; call < p.calls; call++)
-            moe_forward(&s->cfg, &w, s->st, x + call * TH, y + call * TH, &r, NULL);
+            moe_forward(&s->cfg, &w, s->st, x + call * TH, y + call * TH, &r, st);
         t1 = pl_trace_count();
-        moe_backward(&s->cfg, &w, &g, s->st, drv_slot_f(c, "dy"), sc->daux, drv_slot_f(c, "dx"), NULL);
+        moe_backward(&s->cfg, &w, &g, s->st, drv_slot_f(c, "dy"), sc->daux, drv_slot_f(c, "dx"), st);
         pl_sym_set_jitter(0, 0);
         *(float *)host_view(c, "aux", true) = r.aux;
         break;
@@ -144,8 +147,8 @@ void lab9_play(drv_case *c) {
         t0 = pl_trace_count();
         for (int call = 0; call < p.calls; call++) {
             float *src = in + (size_t)call * N, *dst = out + (size_t)call * N;
-            if (p.disp == 0) moe_allreduce_oneshot(s->ar, src, dst, N, NULL);
-            else moe_allreduce_twoshot(s->ar, src, dst, N, NULL);
+            if (p.disp == 0) moe_allreduce_oneshot(s->ar, src, dst, N, st);
+            else moe_allreduce_twoshot(s->ar, src, dst, N, st);
         }
         pl_sym_set_jitter(0, 0);
         break;
@@ -163,6 +166,9 @@ void lab9_play(drv_case *c) {
     sym[L9_SYM_PUTS] = (double)(w1.puts - w0.puts);
     sym[L9_SYM_PUT_BYTES] = (double)(w1.put_bytes - w0.put_bytes);
     sym[L9_SYM_SIGNALS] = (double)(w1.signals - w0.signals);
+    if (p.kind == K_A2A) drv_consume(c, st, "recv", NULL);
+    if (p.kind == K_LAYER || p.kind == K_REUSE) drv_consume(c, st, "y", "dx", "dwr", "dwg", "dwu", "dwd", NULL);
+    if (p.kind == K_AR) drv_consume(c, st, p.in_place ? "buf" : "out", NULL);
     host_flush(c);
 }
 

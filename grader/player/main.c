@@ -10,6 +10,7 @@
  * A mode (make lab-N RUN=MODE) is the student's own program: the referee execs the
  * player directly and it runs the mode without a referee or a filter. */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "confine.h"
+#include "pl_defer.h"    // defines: pl_launch, pl_streams_deferred
 #include "pl_internal.h" // defines: pl_mem_reset_peak
 #include "pl_memcheck.h" // defines: pl_mem_mark, pl_mem_check_guards, pl_mem_leak_report
 #include "runner.h"
@@ -103,6 +105,63 @@ static void slots_free(void) {
     for (int i = 0; i < g_slots.n; i++)
         if (on_device(i)) pl_free((unsigned char *)g_slots.dev[i] - WIRE_GUARD);
     memset(&g_slots, 0, sizeof g_slots);
+}
+
+/* The outputs as the caller's stream read them (drv_consume): a copy per slot, taken by
+ * work on that stream, put back into the slot once play() has synced the device. */
+static struct {
+    struct {
+        int slot;
+        unsigned char *copy;
+    } v[WIRE_SLOTS_MAX];
+    int n;
+    bool open; /* inside play() */
+} g_read;
+
+typedef struct {
+    const void *from;
+    void *to;
+    size_t bytes;
+} read_args;
+
+static void read_on_stream(void *args, pl_stream *s) {
+    (void)s;
+    const read_args *a = args;
+    memcpy(a->to, a->from, a->bytes);
+}
+
+void drv_consume(drv_case *c, pl_stream *s, ...) {
+    bool reads = g_read.open && !g_cuda && pl_streams_deferred();
+    va_list ap;
+    va_start(ap, s);
+    for (const char *name; (name = va_arg(ap, const char *)) != NULL;) {
+        int i;
+        const wire_slot *w = slot_find(c->slots, name, &i);
+        if (!w) pl_fatal(__FILE__, __LINE__, name, "drv_consume: the case has no slot of that name");
+        if (!reads || !w->bytes) continue;
+        int k = 0;
+        while (k < g_read.n && g_read.v[k].slot != i) k++;
+        if (k == g_read.n) {
+            PL_CHECK(k < WIRE_SLOTS_MAX, "drv_consume: too many slots");
+            g_read.v[k].slot = i;
+            g_read.v[k].copy = malloc(w->bytes);
+            PL_CHECK(g_read.v[k].copy != NULL, "out of host memory");
+            g_read.n++;
+        }
+        read_args a = {g_slots.dev[i], g_read.v[k].copy, w->bytes};
+        pl_trace_event rec = {.kind = PL_OP_REGION, .peer = -1, .name = "the caller reads the outputs"};
+        pl_launch(s, &rec, read_on_stream, &a, sizeof a);
+    }
+    va_end(ap);
+}
+
+static void consumed_restore(void) {
+    pl_device_sync();
+    for (int k = 0; k < g_read.n; k++) {
+        memcpy(g_slots.dev[g_read.v[k].slot], g_read.v[k].copy, g_slots.v[g_read.v[k].slot].bytes);
+        free(g_read.v[k].copy);
+    }
+    g_read.n = 0;
 }
 
 /* ================================================================================== */
@@ -196,7 +255,10 @@ static void on_play(void) {
     pl_mem_reset_peak();
     r.mem_before = (int64_t)pl_mem_in_use();
     g_mark = pl_mem_mark();
+    g_read.open = true;
     drv_measure(play_fn, &g_case, &r.m);
+    g_read.open = false;
+    consumed_restore();
     r.mem_peak = (int64_t)pl_mem_peak();
     pl_mem_check_guards(r.guards, sizeof r.guards);
     pl_wire_get(&w1);
@@ -251,6 +313,7 @@ static void on_relay(const void *mine, uint64_t len) {
 void drv_interlude(drv_case *c, int which) {
     (void)c;
     pl_device_sync(); /* what play() issued so far is in the slots before the referee looks */
+    consumed_restore();
     slots_download();
     if (!wire_send(WIRE_FD_CTL, REP_INTERLUDE, (uint32_t)which, NULL, 0)) exit(PL_EXIT_FATAL);
     for (;;) { /* the referee's interlude may relay values through the players */

@@ -482,6 +482,15 @@ void drv_mark(int phase, bool end);
 /* Name communicator c for the referee's counting by communicator (drv_moved_by_comm): a
  * label in 0..63 it reports beside the members it knows itself. */
 void drv_name_comm(pl_comm *c, int label);
+/* What a framework does once a call returns: read the call's outputs on the stream it was
+ * given, without waiting for the device (its next kernel on that stream). Each slot named
+ * (a NULL-terminated list) is read by work queued on s; the runner puts what that work read
+ * back into the slot after play() (and before an interlude), so the referee judges the
+ * outputs as the caller's stream saw them. On the cpu device's deferred streams (graded
+ * runs) work the call left on another stream that s does not wait for has not run yet, and
+ * the case fails as it would on a GPU; on eager streams and on cuda it reads nothing. Only
+ * in play(); elsewhere it does nothing. */
+void drv_consume(drv_case *c, pl_stream *s, ...);
 /* True when every rank's player passes true: a host reduction that no counter sees, so
  * that the ranks stop a multi-step play() together when a step failed on one of them
  * (control flow only: verdicts are the referee's). */

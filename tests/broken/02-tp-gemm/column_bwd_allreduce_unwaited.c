@@ -1,0 +1,32 @@
+// expect: wrong column.bwd.*
+/* Broken on purpose: the column-parallel backward overlaps the all-reduce of dx by issuing
+ * it on the comm stream (after an event, so it starts once dx's partial product is there),
+ * but returns without making the caller's stream wait for it. A device synchronisation
+ * would hide that; the caller's next work on its stream reads dx before the sum arrives. */
+#define tp_column_backward tp_column_backward_solution
+#include "../../../solutions/02-tp-gemm/tp_linear.c"
+#undef tp_column_backward
+int tp_column_backward(tp_linear *l, pl_tensor x, pl_tensor dy, pl_tensor dx, bool gather_output,
+                       pl_stream *s);
+
+int tp_column_backward(tp_linear *l, pl_tensor x, pl_tensor dy, pl_tensor dx, bool gather_output,
+                       pl_stream *s) {
+    int64_t T = x.rows;
+    if (!pl_tensor_contiguous(dx) || T == 0 || !shape_is(x, T, l->in) ||
+        !shape_is(dy, T, gather_output ? l->out : l->out_local) || !shape_is(dx, T, l->in))
+        return tp_column_backward_solution(l, x, dy, dx, gather_output, s);
+    int r = pl_comm_rank(l->comm);
+    pl_tensor dyr = gather_output ? pl_tensor_cols(dy, r * l->out_local, l->out_local) : dy;
+    pl_gemm(true, false, (int)l->out_local, (int)l->in, (int)T, 1.0f, dyr.data, (int)dyr.ld, x.data,
+            (int)x.ld, 1.0f, l->dw.data, (int)l->dw.ld, s);
+    if (l->db) tp_bias_grad(l->db, dyr, s);
+    pl_gemm(false, false, (int)T, (int)l->in, (int)l->out_local, 1.0f, dyr.data, (int)dyr.ld, l->w.data,
+            (int)l->w.ld, 0.0f, dx.data, (int)dx.ld, s);
+    pl_event *ready = pl_event_create();
+    pl_event_record(ready, s);
+    pl_stream_wait_event(pl_stream_comm(), ready);
+    pl_allreduce(dx.data, dx.data, (size_t)(T * l->in), PL_SUM, l->comm, pl_stream_comm());
+    pl_event_destroy(ready);
+    /* the bug: no event recorded on the comm stream for s to wait on */
+    return TP_OK;
+}
