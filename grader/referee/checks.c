@@ -161,6 +161,22 @@ double drv_check_steps(drv_case *c, const char *what, const double *got, const d
 }
 
 /* ================================================================================== */
+/* AdamW at the rounding level                                                        */
+/* ================================================================================== */
+
+double drv_adam_firm(double vhat_sum, double count) { return 1e-3 * sqrt(vhat_sum / (count > 0 ? count : 1)); }
+
+double drv_adam_reach(double lr, int steps) { return 4.0 * lr * steps; }
+
+bool drv_check_adam_reach(drv_case *c, const char *what, double far, double lr, int steps) {
+    far = drv_sum(far);
+    if (far > 0)
+        drv_fail(c, "%s: %.0f element(s) whose gradient is at the rounding level moved farther than AdamW can move "
+                    "one in %d step(s) (%.2g)", what, far, steps, drv_adam_reach(lr, steps));
+    return far == 0;
+}
+
+/* ================================================================================== */
 /* Return codes                                                                       */
 /* ================================================================================== */
 

@@ -139,7 +139,7 @@ const l7_ref *l7_reference(l7_lab *L, int dtype) {
         double vsum = 0, total = 0;
         for (int u = 0; u < U; u++)
             for (size_t i = 0; i < m->unit[u].numel; i++) vsum += r->v[u][i] / c2, total++;
-        double firm = 1e-3 * sqrt(vsum / (total > 0 ? total : 1));
+        double firm = drv_adam_firm(vsum, total);
         for (int u = 0; u < U; u++)
             for (size_t i = 0; i < m->unit[u].numel; i++)
                 if (sqrt(r->v[u][i] / c2) < firm) r->loose[u][i] = 1;
@@ -190,7 +190,7 @@ double l7_adam_tolerance(void) { return fmax(drv_tolerance(), 1e-4); }
  * it is held to that reach (4 lr a step, a bound on |m/sqrt(v)| lr) and left out of the
  * relative error. Without that, one such element's flip (2 lr against a parameter norm of
  * about 2) fails a correct run outright, at any tolerance a wrong reduction would pass. */
-double l7_adam_reach(const l7_lab *L, const l7_ref *ref) { return 4.0 * L->f->lr * ref->steps; }
+double l7_adam_reach(const l7_lab *L, const l7_ref *ref) { return drv_adam_reach(L->f->lr, ref->steps); }
 
 double l7_bf16_tolerance(const l7_lab *L) {
     gpt_config mg = l7_gpt(L->f, L->f->batch);

@@ -143,7 +143,7 @@ static void serial_step(serial *m, const int *tokens, const int *targets, int B,
         }
     /* an element whose RMS is a thousandth of the model's: its step is lr times a ratio of
      * two numbers at the float32 sums' rounding level (see adam_tolerance) */
-    double firm = 1e-3 * sqrt(vsum / (double)m->n);
+    double firm = drv_adam_firm(vsum, (double)m->n);
     for (k = 0; k < m->n; k++)
         if (sqrt(m->v[k] / c2) < firm) m->loose[k] = 1;
     for (int l = 0; l < c->layers; l++) gpt_host_acts_free(&acts[l]);
@@ -204,7 +204,7 @@ static param_gap params_vs_serial(serial *m, const l8_layout *lay, const float *
     PL_CHECK(want && loose, "out of host memory");
     serial_slice(m, lay, want);
     serial_slice_loose(m, lay, loose);
-    double bound = 4.0 * m->c.lr * m->step, diff2 = 0, ref2 = 0;
+    double bound = drv_adam_reach(m->c.lr, m->step), diff2 = 0, ref2 = 0;
     param_gap g = {0};
     bool finite = true;
     for (size_t i = 0; i < lay->count; i++) {
@@ -224,10 +224,7 @@ static param_gap params_vs_serial(serial *m, const l8_layout *lay, const float *
  * within the bound. Returns the largest loose count (for the note). */
 static double check_params(drv_case *c, const char *what, param_gap g, double tol, const serial *m) {
     drv_check_error(c, what, g.rel, tol);
-    double far = drv_sum(g.far);
-    if (far > 0)
-        drv_fail(c, "%s: %.0f element(s) whose gradient is at the rounding level moved farther than AdamW can move "
-                    "one in %d step(s) (%.2g)", what, far, m->step, 4.0 * m->c.lr * m->step);
+    drv_check_adam_reach(c, what, g.far, m->c.lr, m->step);
     return drv_max(g.loose);
 }
 

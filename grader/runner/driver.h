@@ -393,6 +393,19 @@ double drv_rel_err_f(const float *got, const float *want, size_t n);
 double drv_check_steps(drv_case *c, const char *what, const double *got, const double *want, int steps, int first,
                        double tol_first, double tol_later);
 
+/* AdamW at the rounding level (the reference's optimizer steps of Labs 7 and 8). AdamW
+ * divides each gradient by its own RMS, so an element whose gradient is float32 rounding
+ * (exactly zero in exact arithmetic, e.g. a key bias) steps +-lr on the sign of that
+ * rounding, and one such step is far above any relative tolerance. The reference marks an
+ * element whose bias-corrected RMS sqrt(v/(1 - beta2^t)) is under drv_adam_firm(the sum of
+ * those v-hats over the model, their count) at any step; a marked element is left out of
+ * the relative error and held to drv_adam_reach (4 lr per step: no AdamW step moves an
+ * element farther than about lr). drv_check_adam_reach judges the count of marked
+ * elements past that reach (or not finite), summed over the ranks. */
+double drv_adam_firm(double vhat_sum, double count);
+double drv_adam_reach(double lr, int steps);
+bool drv_check_adam_reach(drv_case *c, const char *what, double far, double lr, int steps);
+
 /* Traffic against a model. Each fails only the ranks whose own count is off (by more than
  * half a unit: counts and bytes are whole numbers; a NaN is off), the lowest of them
  * explaining the case, and returns true when no rank's is.
