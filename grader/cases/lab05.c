@@ -97,7 +97,7 @@ double lab5_prompt_tolerance(const llm_config *cfg, int positions, double base) 
     if (q > k) k = q;
     if (cfg->n_ff > k) k = cfg->n_ff;
     if (positions > k) k = positions;
-    double derived = sqrt(2.0) * ldexp(1.0, -24) * sqrt(k) * sqrt(2.0 * cfg->n_layer + 1);
+    double derived = LAB5_PROMPT_MARGIN * sqrt(2.0) * ldexp(1.0, -24) * sqrt(k) * sqrt(2.0 * cfg->n_layer + 1);
     return derived > base ? derived : base;
 }
 
