@@ -19,8 +19,14 @@ static pl_comm g_world;
 static int g_next_comm_id = 1;
 static int g_group_depth;
 
-/* Events of the point-to-point calls in the open group, closed at the outermost end. */
+/* Events of the point-to-point calls in the open group, closed at the outermost end, and
+ * the memory each one reads or writes (check_group_buffers). */
 static size_t *g_group_events;
+typedef struct {
+    const char *lo, *hi;
+    bool send;
+} group_buf;
+static group_buf *g_group_bufs;
 static size_t g_group_n, g_group_cap;
 
 /* A communicator for the lab's traffic and a private twin for host collectives. */
@@ -57,7 +63,9 @@ void pl_comm_teardown(void) {
     if (pl_cb->finalize) pl_cb->finalize();
     if (!external()) close_mpi_pair(&g_world);
     free(g_group_events);
+    free(g_group_bufs);
     g_group_events = NULL;
+    g_group_bufs = NULL;
     g_group_n = g_group_cap = 0;
 }
 
@@ -133,6 +141,25 @@ static void check_rank(int r, const pl_comm *c, const char *what, const char *ro
 }
 
 /* -- point-to-point --------------------------------------------------------------------- */
+/* A group's operations run at once (NCCL's semantics): memory that one of them receives
+ * into and another sends from or receives into holds whatever wins the race. MPI's eager
+ * path and the deferred queue (sends read when the group starts, receives land when it
+ * completes) would both order them and hide it, so the group is refused at its end. */
+static void check_group_buffers(void) {
+    for (size_t i = 0; i < g_group_n; i++) {
+        if (g_group_bufs[i].send) continue;
+        for (size_t j = 0; j < g_group_n; j++) {
+            if (j == i || g_group_bufs[i].lo >= g_group_bufs[j].hi || g_group_bufs[j].lo >= g_group_bufs[i].hi) continue;
+            static char why[256];
+            snprintf(why, sizeof why,
+                     "receive %zu of this group writes memory that operation %zu of the same group %s (its "
+                     "operations run at once, as on NCCL: reuse a buffer only after pl_group_end)",
+                     i + 1, j + 1, g_group_bufs[j].send ? "sends from" : "receives into");
+            pl_fatal(__FILE__, __LINE__, "pl_group_end", why);
+        }
+    }
+}
+
 /* Deferred streams: the group is collected here and queued whole at its end (the backend
  * sees it only when the queue starts it). */
 void pl_group_start(void) {
@@ -142,6 +169,7 @@ void pl_group_start(void) {
 void pl_group_end(void) {
     PL_CHECK(g_group_depth > 0, "pl_group_end without pl_group_start");
     if (--g_group_depth > 0) return;
+    check_group_buffers();
     if (pl_streams_deferred()) {
         pl_comm_defer_group_end();
         g_group_n = 0;
@@ -164,8 +192,10 @@ static void p2p(int is_send, float *buf, size_t count, int peer, pl_comm *c, pl_
     if (g_group_n == g_group_cap) {
         g_group_cap = g_group_cap ? 2 * g_group_cap : 64;
         g_group_events = realloc(g_group_events, g_group_cap * sizeof *g_group_events);
-        PL_CHECK(g_group_events != NULL, "out of host memory");
+        g_group_bufs = realloc(g_group_bufs, g_group_cap * sizeof *g_group_bufs);
+        PL_CHECK(g_group_events != NULL && g_group_bufs != NULL, "out of host memory");
     }
+    g_group_bufs[g_group_n] = (group_buf){(const char *)buf, (const char *)(buf + count), is_send != 0};
     g_group_events[g_group_n++] = ev;
     /* Outside a group, a call is a group of one. */
     pl_group_start();

@@ -5,7 +5,9 @@
  *  - a send completes only once the matching receive is posted (rendezvous), so two
  *    ranks that both send first and receive second deadlock unless the calls are
  *    inside one pl_group_start()/pl_group_end() pair;
- *  - calls inside a group are posted together and progress together; groups nest;
+ *  - calls inside a group are posted together and progress together; groups nest; a
+ *    receive may not touch memory another call of its group sends or receives (refused
+ *    at pl_group_end: on NCCL they race);
  *  - every operation is ordered on the stream it is given (NULL: compute stream).
  * Every blocking wait is guarded by the comm watchdog (see pl_watchdog_* in pl_trace.h).
  */

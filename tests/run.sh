@@ -94,6 +94,12 @@ expect "crash: a segfaulting rank says 'crashed with signal 11' and the job fail
 timeout 60 $MPIRUN -np 2 $B/tests/misbehave mismatch >"$TMP/o" 2>"$TMP/e"
 expect "send/recv count mismatch: one explained line names rank, file, line and the cause" \
     grep -q "rank 1\] common/pl_comm_mpi.c:[0-9]*: recv -> .*same count" "$TMP/e"
+for streams in eager deferred; do
+    PL_STREAMS=$streams timeout 60 $MPIRUN -np 2 $B/tests/misbehave group-reuse >"$TMP/o" 2>"$TMP/e"
+    rc=$?
+    expect "a group that receives into memory it also sends from is refused, $streams streams (exit $rc)" \
+        bash -c "[ $rc -ne 0 ] && grep -q 'pl_group_end -> receive 2 of this group writes memory that operation 1 of the same group sends from' $TMP/e"
+done
 timeout 60 $MPIRUN -np 2 $B/tests/misbehave trace --trace "$TMP/trace.json" >"$TMP/o" 2>"$TMP/e"
 expect "trace: --trace writes a Chrome trace JSON with traceEvents" build/tools/jsoncheck "$TMP/trace.json" traceEvents
 expect "trace: it holds send, recv, allreduce, gemm and the named region" \

@@ -142,9 +142,19 @@ static bool referee_says(const char *line, const void *arg)
     return line[0] == '[' && strstr(line, "] referee: ") != NULL;
 }
 
+/* The harness's own fatal line in a rank ("[rank 1] common/x.c:42: call -> reason", from
+ * pl_fatal): it names what the code did, where the launcher's lines after it name only
+ * the exit code. */
+static bool harness_says(const char *line, const void *arg)
+{
+    (void)arg;
+    return !strncmp(line, "[rank ", 6) && strstr(line, "] ") != NULL && strstr(line, " -> ") != NULL;
+}
+
 char *capture_reason(const capture *c)
 {
     char *line = find_line(c, false, referee_says, NULL);
+    if (!line) line = find_line(c, false, harness_says, NULL);
     if (!line) line = find_line(c, true, mentions_error, NULL);
     return line ? line : find_line(c, true, not_banner, NULL);
 }

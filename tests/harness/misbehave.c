@@ -9,7 +9,8 @@
  *             others wait for it in pl_recv (progress: no deadlock)
  *   slow-call: rank 0 is inside one GEMM far longer than the watchdog period, then sends
  *   slow-host: rank 0 computes on the host, outside the harness, for two watchdog periods
- *             (as the grader's own checks may), then sends */
+ *             (as the grader's own checks may), then sends
+ *   group-reuse: one group sends half a buffer and receives into its middle */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -77,6 +78,12 @@ int main(int argc, char **argv) {
         }
         if (n > 1 && me == 0) for (int r = 1; r < n; r++) pl_send(buf, 1024, r, pl_comm_world(), NULL);
         if (me != 0) pl_recv(buf, 1024, 0, pl_comm_world(), NULL);
+    } else if (!strcmp(argv[1], "group-reuse")) {
+        pl_group_start();
+        pl_send(buf, 512, right, pl_comm_world(), NULL);
+        pl_recv(buf + 256, 512, left, pl_comm_world(), NULL);
+        pl_group_end();
+        pl_stream_sync(NULL);
     } else if (!strcmp(argv[1], "mismatch")) {
         /* a send and its receive that disagree on the count */
         if (n > 1 && me == 0) pl_send(buf, 1024, 1, pl_comm_world(), NULL);
