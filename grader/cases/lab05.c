@@ -116,6 +116,9 @@ const lab5_rule LAB5_RULES[] = {
     {LAB5_R_LAYER, "layer.L30.ts6,2", 30, "6,2", 0, 0},    /* 3,1 once normalised */
     {LAB5_R_LAYER, "layer.L30.ts1,1,0", 30, "1,1,0", 0, 0}, /* the output is not on the last rank */
     {LAB5_R_LAYER, "layer.L6.n8", 6, "n8", 0, 0},
+    /* 3,2,1: the second cut is 5/6 rounded once (0.833333313, as slot 5 of 6 is), and
+     * 0.5 + 2/6 rounded twice (0.833333373) when each proportion is divided first */
+    {LAB5_R_LAYER, "layer.L5.ts3,2,1", 5, "3,2,1", 0, 0},
     {LAB5_R_ROW, "row.576.ts1,1", 576, "1,1", 0, 0},       /* 256 / 320 */
     {LAB5_R_ROW, "row.192.ts1,1", 192, "1,1", 0, 0},       /* 0 / 192 */
     {LAB5_R_ROW, "row.1536.ts1,1,1", 1536, "1,1,1", 0, 0},
@@ -134,7 +137,7 @@ const int LAB5_NRULES = (int)(sizeof LAB5_RULES / sizeof LAB5_RULES[0]);
 const lab5_cuts_call LAB5_CUTS_CALLS[] = {
     {"3,1", {0, 0}, -1, 2, true},   {"1,1,1", {0, 0}, -1, 3, true}, {"2,0,2", {0, 0}, -1, 3, true},
     {"0,0", {0, 0}, -1, 2, true},   {"1", {0, 0}, -1, 3, true},     {"0.1,0.2,0.3,0.4", {0, 0}, -1, 4, true},
-    {"7", {0, 0}, -1, 1, true},     {NULL, {-1, 1}, 2, 2, false},   {NULL, {NAN, 1}, 2, 2, false},
+    {"7", {0, 0}, -1, 1, true},     {"3,2,1", {0, 0}, -1, 3, true}, {NULL, {-1, 1}, 2, 2, false},   {NULL, {NAN, 1}, 2, 2, false},
     {NULL, {INFINITY, 1}, 2, 2, false}, {NULL, {1, -0.5f}, 2, 2, false}, {"1,1,1", {0, 0}, -1, 2, false},
     {NULL, {0, 0}, 0, 0, false},    {NULL, {0, 0}, 0, LAB5_MAX_RANKS + 1, false},
 };
