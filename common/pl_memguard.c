@@ -107,6 +107,19 @@ static bool check_zones(const pl_alloc_info *a, char *line, size_t len) {
     return true;
 }
 
+void pl_mem_guard_fill(const pl_alloc_info *a) {
+    char *p = (char *)a->ptr;
+    pl_dev->memset(p - PL_GUARD_BYTES, PL_GUARD_BYTE, PL_GUARD_BYTES, NULL);
+    pl_dev->memset(p + a->bytes, PL_GUARD_BYTE, PL_GUARD_BYTES, NULL);
+}
+
+void pl_mem_guard_freed(const pl_alloc_info *a) {
+    char line[sizeof g_freed[0]];
+    if (!a->guarded || !check_zones(a, line, sizeof line)) return;
+    if (g_freed_n < FREED_LINES) snprintf(g_freed[g_freed_n], sizeof g_freed[0], "%s", line);
+    g_freed_n++;
+}
+
 void pl_free(void *p) {
     if (!p) return;
     pl_device_sync(); /* memory may still be in use by queued work */
@@ -117,11 +130,7 @@ void pl_free(void *p) {
         pl_dev->free(p);
         return;
     }
-    char line[sizeof g_freed[0]];
-    if (check_zones(&a, line, sizeof line)) {
-        if (g_freed_n < FREED_LINES) snprintf(g_freed[g_freed_n], sizeof g_freed[0], "%s", line);
-        g_freed_n++;
-    }
+    pl_mem_guard_freed(&a);
     pl_dev->free((char *)p - PL_GUARD_BYTES);
 }
 

@@ -10,7 +10,7 @@
 
 #include "pl_backend.h"     // defines: pl_stream_resolve, struct pl_stream
 #include "pl_instrument.h"  // defines: pl_trace_event, pl_host_allreduce
-#include "pl_internal.h"    // defines: pl_trace_record_open, pl_trace_close, pl_mem_track_*
+#include "pl_internal.h"    // defines: pl_trace_record_open, pl_trace_close, pl_mem_track_*, pl_mem_guard_*
 #include "pl_sym_backend.h" // defines: pl_sym_backend, pl_sym_region
 
 static const pl_sym_backend *g_sb;
@@ -77,7 +77,7 @@ void pl_sym_setup(void) { choose(); }
 
 void pl_sym_teardown(void) {
     if (g_started) {
-        while (g_nregions) pl_sym_free(g_regions[g_nregions - 1].base);
+        while (g_nregions) pl_sym_free((char *)g_regions[g_nregions - 1].base + g_regions[g_nregions - 1].guard);
         if (g_sb->finalize) g_sb->finalize();
     }
     free(g_regions);
@@ -125,15 +125,21 @@ void *pl_sym_malloc_at(size_t bytes, const char *file, int line) {
     }
     pl_sym_region *r = &g_regions[g_nregions];
     memset(r, 0, sizeof *r);
-    r->bytes = bytes;
+    /* checked mode: red zones inside the symmetric region, so a put or a store that runs
+     * past the buffer lands in them (every rank has the same layout) */
+    r->guard = pl_mem_checked() ? PL_GUARD_BYTES : 0;
+    PL_CHECK(bytes <= SIZE_MAX - 2 * r->guard, "allocation size overflows size_t");
+    r->bytes = bytes + 2 * r->guard;
     r->peer = calloc((size_t)pl_world(), sizeof *r->peer);
     PL_CHECK(r->peer != NULL, "out of host memory");
     g_sb->alloc(r);
     PL_CHECK(r->base != NULL, "symmetric allocation failed");
     g_nregions++;
-    pl_alloc_info a = {.ptr = r->base, .bytes = bytes, .file = file, .line = line};
+    char *mine = (char *)r->base + r->guard;
+    pl_alloc_info a = {.ptr = mine, .bytes = bytes, .file = file, .line = line, .guarded = r->guard > 0};
+    if (a.guarded) pl_mem_guard_fill(&a);
     pl_mem_track_alloc(&a);
-    return r->base;
+    return mine;
 }
 
 void pl_sym_free(void *p) {
@@ -141,10 +147,11 @@ void pl_sym_free(void *p) {
     ensure();
     pl_device_sync();
     pl_sym_region *r = find(p, 0, "pl_sym_free");
-    if (r->base != p) pl_fatal(__FILE__, __LINE__, "pl_sym_free", "not the start of a symmetric allocation");
-    g_sb->release(r);
+    if ((char *)r->base + r->guard != p) pl_fatal(__FILE__, __LINE__, "pl_sym_free", "not the start of a symmetric allocation");
     pl_alloc_info gone;
     pl_mem_track_free(p, &gone);
+    pl_mem_guard_freed(&gone);
+    g_sb->release(r);
     free(r->peer);
     size_t i = (size_t)(r - g_regions);
     memmove(&g_regions[i], &g_regions[i + 1], (g_nregions - i - 1) * sizeof *g_regions);

@@ -62,6 +62,11 @@ bool pl_mem_checked(void);
  * allocation into report (newline-separated, cut at len; may be NULL). Damage is reported
  * once (the zones are refilled). Returns the number of damaged allocations. */
 size_t pl_mem_check_guards(char *report, size_t len);
+/* Red zones for another allocator (pl_sym_malloc), which tracks `a` itself with
+ * a.guarded set: fill the PL_GUARD_BYTES before a.ptr and after a.ptr + a.bytes; and, as
+ * it is freed, check them (the damage joins pl_free's in pl_mem_check_guards). */
+void pl_mem_guard_fill(const pl_alloc_info *a);
+void pl_mem_guard_freed(const pl_alloc_info *a);
 
 #ifdef __cplusplus
 }

@@ -25,6 +25,8 @@ typedef struct {
     void **peer;   /* [world]: load/store pointers to every rank's copy, NULL where
                       a copy is not directly reachable (filled by the backend)       */
     void *native;  /* the backend's own state (an MPI window, IPC handles, ...)      */
+    size_t guard;  /* red zones (checked mode): the caller's pointer is base + guard,
+                      and `bytes` counts both zones                                    */
 } pl_sym_region;
 
 typedef struct {
