@@ -1,5 +1,5 @@
 // expect: wrong allgather.*
-// np: 3
+// np: 2
 /* Broken on purpose: lab_allgather issues its copies, sends and receives on the compute
  * stream whatever stream the caller gives it. After a device synchronisation every block is
  * in place, but the caller reads the result on its own stream without one (as the next

@@ -1,4 +1,5 @@
 // expect: wrong column.bwd.*
+// np: 2
 /* Broken on purpose: the column-parallel backward overlaps the all-reduce of dx by issuing
  * it on the comm stream (after an event, so it starts once dx's partial product is there),
  * but returns without making the caller's stream wait for it. A device synchronisation

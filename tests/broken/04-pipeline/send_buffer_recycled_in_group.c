@@ -1,4 +1,4 @@
-// expect: error step.*
+// expect: error step.gpipe
 // expect-message: of this group writes memory that operation
 /* Broken on purpose: each boundary gives a send's buffer back to the pool as soon as the
  * send is posted, not once its group has ended, so a receive later in the same group can

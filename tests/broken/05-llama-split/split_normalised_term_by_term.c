@@ -1,4 +1,5 @@
 // expect: wrong rules.cuts
+// np: 2
 /* Broken on purpose: each proportion is divided by the total before the prefix sum
  * (acc += p[r] / sum) instead of dividing the prefix sum once (acc / sum), as the handout
  * and llama.cpp do. The same numbers in exact arithmetic; in float, 3,2,1 gives a second

@@ -1,4 +1,5 @@
 // expect: wrong equal.*
+// np: 2
 /* Broken on purpose: ddp_backward_end issues the last buckets but never makes the compute
  * stream wait for the comm stream. The gradients are all averaged once the device is
  * synchronised; but the optimizer runs next on the compute stream, and on a GPU it reads

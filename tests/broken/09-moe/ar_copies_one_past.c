@@ -1,4 +1,5 @@
 // expect: wrong allreduce.oneshot.*
+// np: 2
 // expect-message: bytes past the end of an allocation
 /* Broken on purpose: an off-by-one. The symmetric buffers hold exactly max_count floats,
  * and the one-shot writes element [count] of its input buffer too (a <= where a < was

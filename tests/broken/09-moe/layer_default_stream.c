@@ -1,4 +1,5 @@
 // expect: wrong layer.*
+// np: 2
 /* Broken on purpose: the layer ignores the stream it is given and issues its forward and
  * backward on the compute stream. After a device synchronisation every output is in
  * place, but the caller reads them on its own stream, without one, and on a GPU that read
