@@ -34,16 +34,40 @@ lab3_cfg lab3_config(bool sp, int T) {
 int lab3_seq_for(bool sp, int tp) { return sp ? tp * ((g_flags3.T + tp - 1) / tp) : g_flags3.T; }
 int lab3_local_rows(const lab3_cfg *k, int tp) { return k->sp ? k->seq * k->batch / tp : k->seq * k->batch; }
 
-int lab3_error_configs(int tp, lab3_cfg *out) {
+int lab3_error_configs(int tp, lab3_cfg *out, int *want, char (*what)[LAB3_WHAT_MAX]) {
     int n = 0;
-    out[n++] = lab3_config(false, g_flags3.T); /* valid */
-    out[n] = lab3_config(false, g_flags3.T), out[n++].hidden = g_flags3.H * 4 + 1;
+    lab3_cfg k;
+#define CFG(code_, ...)                                                   \
+    do {                                                                  \
+        out[n] = k;                                                       \
+        if (want) want[n] = code_;                                        \
+        if (what) snprintf(what[n], LAB3_WHAT_MAX, __VA_ARGS__);          \
+        n++;                                                              \
+    } while (0)
+    k = lab3_config(false, g_flags3.T);
+    CFG(LAB3_OK, "a valid configuration rejected");
+    k.hidden = g_flags3.H * 4 + 1;
+    CFG(LAB3_ERR_SHAPE, "hidden %d with %d heads not reported as MG_ERR_SHAPE", k.hidden, k.heads);
     if (tp > 1) {
-        out[n] = lab3_config(false, g_flags3.T), out[n].heads = tp + 1, out[n].hidden = (tp + 1) * 4, n++;
-        out[n++] = lab3_config(true, tp * 2 + 1);
-        out[n++] = lab3_config(false, tp * 2 + 1); /* an odd sequence is fine without sp */
-        out[n] = lab3_config(false, g_flags3.T), out[n++].ffn = g_flags3.F + 1; /* ffn % tp */
+        k = lab3_config(false, g_flags3.T), k.heads = tp + 1, k.hidden = (tp + 1) * 4;
+        CFG(LAB3_ERR_HEADS, "heads %d at tp %d not reported as MG_ERR_HEADS", k.heads, tp);
+        k = lab3_config(true, tp * 2 + 1);
+        CFG(LAB3_ERR_SEQ, "sp with seq %d at tp %d not reported as MG_ERR_SEQ", k.seq, tp);
+        k = lab3_config(false, tp * 2 + 1);
+        CFG(LAB3_OK, "an odd seq %d without sp rejected", k.seq);
+        k = lab3_config(false, g_flags3.T), k.ffn = g_flags3.F + 1;
+        CFG(LAB3_ERR_SHAPE, "ffn %d at tp %d not reported as MG_ERR_SHAPE", k.ffn, tp);
+        /* two problems at once: the first in mg_config_check's order (megatron.h) */
+        k = lab3_config(false, g_flags3.T), k.batch = 0, k.heads = tp + 1, k.hidden = (tp + 1) * 4;
+        CFG(LAB3_ERR_SHAPE, "batch 0 with heads %d at tp %d: MG_ERR_SHAPE (a size below 1) comes first", k.heads, tp);
+        k = lab3_config(true, tp * 2 + 1), k.heads = tp + 1, k.hidden = (tp + 1) * 4;
+        CFG(LAB3_ERR_HEADS, "heads %d and sp with seq %d at tp %d: MG_ERR_HEADS comes first", k.heads, k.seq, tp);
+        k = lab3_config(false, g_flags3.T), k.heads = tp + 1, k.hidden = (tp + 1) * 4 + 1;
+        CFG(LAB3_ERR_HEADS, "heads %d with hidden %d at tp %d: MG_ERR_HEADS comes first", k.heads, k.hidden, tp);
+        k = lab3_config(true, tp * 2 + 1), k.ffn = g_flags3.F + 1;
+        CFG(LAB3_ERR_SEQ, "sp with seq %d and ffn %d at tp %d: MG_ERR_SEQ comes first", k.seq, k.ffn, tp);
     }
+#undef CFG
     return n;
 }
 

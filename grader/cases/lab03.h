@@ -42,7 +42,8 @@ enum { LAB3_LN1_W, LAB3_LN1_B, LAB3_QKV_W, LAB3_QKV_B, LAB3_PROJ_W, LAB3_PROJ_B,
 #define LAB3_TARGET_ID 10
 #define LAB3_STEP_ID 100     /* a second step's inputs: the first's ids + this */
 #define LAB3_GRAD0_ID 3000   /* backward's initial gradients: + the tensor      */
-#define LAB3_MAX_ERROR_CONFIGS 6
+#define LAB3_MAX_ERROR_CONFIGS 10
+#define LAB3_WHAT_MAX 120
 
 extern const char *const LAB3_TNAME[LAB3_NTENSORS]; /* "ln1.w", ... */
 
@@ -60,7 +61,7 @@ lab3_cfg lab3_config(bool sp, int T);
 int lab3_seq_for(bool sp, int tp);        /* T, rounded up to a multiple of tp with sp */
 int lab3_local_rows(const lab3_cfg *k, int tp); /* N, or N / tp with sp           */
 /* The configurations config.errors gives mg_config_check at world size tp; how many. */
-int lab3_error_configs(int tp, lab3_cfg *out);
+int lab3_error_configs(int tp, lab3_cfg *out, int *want, char (*what)[LAB3_WHAT_MAX]);
 
 /* Where this rank's shard of master tensor w sits in mg_params' allocation (the order of
  * mg_params_alloc): `off` floats into it, a [rows x cols] block at (r0, c0) of the master

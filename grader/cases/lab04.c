@@ -157,10 +157,15 @@ const lab4_config LAB4_CONFIGS[LAB4_NCONFIGS] = {
     {2, 4, 1, 4, L4_1F1B, false},        {2, 4, 2, 4, L4_INTERLEAVED, false}, {5, 4, 1, 4, L4_1F1B, false},
     {0, 4, 1, 4, L4_GPIPE, false},       {2, 0, 1, 4, L4_ZBH1, false},        {2, 3, 2, 8, L4_INTERLEAVED, false},
     {2, 4, 3, 4, L4_INTERLEAVED, false}, {2, 4, 2, 8, L4_1F1B, false},        {2, 4, 0, 8, L4_INTERLEAVED, false},
+    /* two problems at once: the first in pp_config_check's order (pipeline.h) */
+    {5, 0, 1, 4, L4_1F1B, false},        {0, 4, 2, 8, L4_1F1B, false},        {2, 0, 0, 8, L4_INTERLEAVED, false},
+    {2, 3, 3, 4, L4_INTERLEAVED, false},
 };
 const char *const LAB4_CONFIG_WHAT[LAB4_NCONFIGS] = {
     "p 2, m 4, L 4, 1F1B", "interleaved p 2, m 4, v 2, L 4", "p 5 > L 4", "p 0", "m 0", "interleaved m 3 with p 2",
-    "v 3 * p 2 > L 4", "v 2 without interleaving", "v 0",
+    "v 3 * p 2 > L 4", "v 2 without interleaving", "v 0", "p 5 > L 4 with m 0 (the stages first)",
+    "p 0 with v 2 without interleaving (the stages first)", "m 0 with v 0 (the micro-batches first)",
+    "interleaved m 3 with p 2 and v 3 * p 2 > L 4 (the chunks first)",
 };
 
 const lab4_bad_call LAB4_BAD[LAB4_NBAD] = {

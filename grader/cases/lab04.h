@@ -94,7 +94,7 @@ size_t lab4_list_total(int k, const lab4_shape *shapes, int n); /* entries */
 int lab4_rc_at(int k, const lab4_shape *shapes, int i, int s);
 
 /* errors.config and errors.schedule: the bad inputs (the expected codes are the referee's). */
-#define LAB4_NCONFIGS 9
+#define LAB4_NCONFIGS 13
 extern const lab4_config LAB4_CONFIGS[LAB4_NCONFIGS];
 extern const char *const LAB4_CONFIG_WHAT[LAB4_NCONFIGS];
 typedef struct {

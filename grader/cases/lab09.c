@@ -39,12 +39,13 @@ void l9_params_of(const drv_case *c, l9_params *p) {
     switch (p->kind) {
     case K_CONFIG:
         p->T = 4, p->H = 8, p->F = 8, p->E = 2 * p->n, p->k = 2, p->cf = 1.25;
-        if (p->variant == CFG_SHAPE) p->H = 0;
-        if (p->variant == CFG_TOPK3) p->k = 3;
-        if (p->variant == CFG_TOPK_GT_E) p->E = 1;
-        if (p->variant == CFG_CAP0) p->cf = 0;
-        if (p->variant == CFG_CAPNEG) p->cf = -1;
-        if (p->variant == CFG_EXPERTS) p->E = p->n + 1;
+        int v = p->variant;
+        if (v == CFG_SHAPE || v == CFG_SHAPE_TOPK || v == CFG_MISMATCH_SHAPE) p->H = 0;
+        if (v == CFG_TOPK3 || v == CFG_SHAPE_TOPK || v == CFG_TOPK_CAP) p->k = 3;
+        if (v == CFG_TOPK_GT_E) p->E = 1;
+        if (v == CFG_CAP0 || v == CFG_TOPK_CAP || v == CFG_CAP_EXPERTS) p->cf = 0;
+        if (v == CFG_CAPNEG) p->cf = -1;
+        if (v == CFG_EXPERTS || v == CFG_CAP_EXPERTS) p->E = p->n + 1;
         break;
     case K_ROUTE: p->cf = p->variant == V_UNIFORM ? 2.0 : p->variant == V_DROPS ? 0.5 : 1.0; break;
     case K_LAYER:
@@ -57,7 +58,8 @@ void l9_params_of(const drv_case *c, l9_params *p) {
 
 static const char *VARIANTS[] = {"uniform", "drops", "skew", "ties"};
 static const char *CFG_NAMES[CFG_COUNT] = {"ok", "shape", "topk3", "topk_gt_experts", "capacity0", "capacity_negative",
-                                           "experts_not_multiple", "hidden_mismatch"};
+                                           "experts_not_multiple", "hidden_mismatch", "shape_and_topk3",
+                                           "topk3_and_capacity0", "capacity0_and_experts", "mismatch_and_shape"};
 static const char *A2A_NAMES[] = {"random", "empty", "skew"};
 
 static drv_instance *add(drv_plan *pp, const drv_test *t, const char *group, l9_kind kind, int variant, int disp, int E,
@@ -79,7 +81,7 @@ static drv_instance *add(drv_plan *pp, const drv_test *t, const char *group, l9_
 static void plan(const drv_test *t, drv_plan *pp) {
     int n = pl_world();
     for (int v = 0; v < CFG_COUNT; v++)
-        if (n > 1 || (v != CFG_EXPERTS && v != CFG_MISMATCH))
+        if (n > 1 || !CFG_NEEDS_RANKS(v))
             add(pp, t, "config", K_CONFIG, v, 0, 0, 0, 1, 0, 0, "config.%s", CFG_NAMES[v]);
     for (int k = 1; k <= 2; k++)
         for (int E = 4; E <= 8; E += 2) /* E = 6: T k / E is not whole, the capacity's ceiling matters */

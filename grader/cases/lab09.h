@@ -44,7 +44,13 @@ extern lab9_flags L9;
 /* ---- the cases' parameters ---------------------------------------------------------- */
 typedef enum { K_CONFIG, K_ROUTE, K_A2A, K_LAYER, K_REUSE, K_AR } l9_kind;
 enum { V_UNIFORM, V_DROPS, V_SKEW, V_TIES };                          /* routing of route/layer cases */
-enum { CFG_OK, CFG_SHAPE, CFG_TOPK3, CFG_TOPK_GT_E, CFG_CAP0, CFG_CAPNEG, CFG_EXPERTS, CFG_MISMATCH, CFG_COUNT };
+/* config.*: each error alone, then two at once (the first in moe.h's order wins) */
+enum {
+    CFG_OK, CFG_SHAPE, CFG_TOPK3, CFG_TOPK_GT_E, CFG_CAP0, CFG_CAPNEG, CFG_EXPERTS, CFG_MISMATCH,
+    CFG_SHAPE_TOPK, CFG_TOPK_CAP, CFG_CAP_EXPERTS, CFG_MISMATCH_SHAPE, CFG_COUNT
+};
+/* the variants that need two ranks or more */
+#define CFG_NEEDS_RANKS(v) ((v) == CFG_EXPERTS || (v) == CFG_MISMATCH || (v) == CFG_CAP_EXPERTS || (v) == CFG_MISMATCH_SHAPE)
 enum { A2A_RANDOM, A2A_EMPTY, A2A_SKEW };
 enum { A_KIND, A_VARIANT, A_DISP, A_E, A_K, A_CALLS, A_COUNT, A_INPLACE };
 

@@ -77,7 +77,7 @@ static void put_status(drv_case *c, const lab3_status *st) {
 void lab3_errors_play(drv_case *c) {
     lab3_cfg k[LAB3_MAX_ERROR_CONFIGS];
     int32_t rc[LAB3_MAX_ERROR_CONFIGS] = {0};
-    int n = lab3_error_configs(pl_world(), k);
+    int n = lab3_error_configs(pl_world(), k, NULL, NULL);
     for (int i = 0; i < n; i++) {
         mg_config m = cfg_of(&k[i]);
         rc[i] = mg_config_check(&m);

@@ -166,26 +166,19 @@ void lab3_errors_setup(drv_case *c) {
 void lab3_errors_check(drv_case *c) {
     if (!c->ran) return;
     lab3_cfg k[LAB3_MAX_ERROR_CONFIGS];
-    int n = lab3_error_configs(c->world, k), tp = c->world;
+    int want[LAB3_MAX_ERROR_CONFIGS];
+    char what[LAB3_MAX_ERROR_CONFIGS][LAB3_WHAT_MAX];
+    int n = lab3_error_configs(c->world, k, want, what);
     int32_t rc[LAB3_MAX_ERROR_CONFIGS];
     memcpy(rc, drv_slot_host(c, "rc"), sizeof rc);
-    /* what each configuration must give, and how to say it did not */
-    const int want[LAB3_MAX_ERROR_CONFIGS] = {LAB3_OK, LAB3_ERR_SHAPE, LAB3_ERR_HEADS, LAB3_ERR_SEQ, LAB3_OK,
-                                              LAB3_ERR_SHAPE};
-    char bad[200] = "";
-    for (int i = 0; i < n && !bad[0]; i++) {
+    static const char *const NAME[] = {"MG_OK", "MG_ERR_HEADS", "MG_ERR_SEQ", "MG_ERR_SHAPE"};
+    for (int i = 0; i < n; i++) {
         if (rc[i] == want[i]) continue;
-        switch (i) {
-        case 0: snprintf(bad, sizeof bad, "valid config rejected"); break;
-        case 1: snprintf(bad, sizeof bad, "hidden %% heads != 0 not reported as MG_ERR_SHAPE"); break;
-        case 2: snprintf(bad, sizeof bad, "heads %d at tp %d not reported as MG_ERR_HEADS", k[2].heads, tp); break;
-        case 3: snprintf(bad, sizeof bad, "sp with seq %d at tp %d not reported as MG_ERR_SEQ", k[3].seq, tp); break;
-        case 4: snprintf(bad, sizeof bad, "odd seq without sp rejected"); break;
-        default: snprintf(bad, sizeof bad, "ffn %d at tp %d not reported as MG_ERR_SHAPE", k[5].ffn, tp);
-        }
+        if (rc[i] >= 0 && rc[i] <= 3) drv_fail(c, "%s (it returned %s)", what[i], NAME[rc[i]]);
+        else drv_fail(c, "%s (it returned %d, not an MG_* code)", what[i], (int)rc[i]);
+        return;
     }
-    if (bad[0]) drv_fail(c, "%s", bad);
-    else drv_note(c, "errors reported for bad shapes");
+    drv_note(c, "errors reported for bad shapes");
 }
 
 /* ================================================================================== */

@@ -254,7 +254,8 @@ void lab4_clock_check(drv_case *c) {
 void lab4_config_check(drv_case *c) {
     if (!c->ran) return;
     static const int want[LAB4_NCONFIGS] = {L4_OK,          L4_OK,         L4_ERR_STAGES, L4_ERR_STAGES, L4_ERR_MICRO,
-                                            L4_ERR_DIVIDE,  L4_ERR_CHUNKS, L4_ERR_CHUNKS, L4_ERR_CHUNKS};
+                                            L4_ERR_DIVIDE,  L4_ERR_CHUNKS, L4_ERR_CHUNKS, L4_ERR_CHUNKS, L4_ERR_STAGES,
+                                            L4_ERR_STAGES,  L4_ERR_MICRO,  L4_ERR_CHUNKS};
     const int32_t *rc = drv_slot_host(c, "rc");
     for (int i = 0; i < LAB4_NCONFIGS; i++) {
         char what[96];

@@ -80,6 +80,14 @@ void l8_config_setup(drv_case *c) {
          c_.vocab = 66, c_.layers = 1);
     CASE(8, L8_ERR_LAYERS, "p 8 with 4 layers", c_.p = 8, c_.layers = 4);
     CASE(2, L8_ERR_LAYERS, "p 2 with 1 layer", c_.p = 2, c_.layers = 1);
+    /* two problems at once: the first in td_config_check's order (threed.h) */
+    CASE(8, L8_ERR_WORLD, "t 3 on 8 ranks with m 0 (the world first)", c_.t = 3, c_.micro = 0);
+    CASE(4, L8_ERR_BATCH, "t 4 with 6 heads and hidden 50 (the shape first)", c_.t = 4, c_.heads = 6, c_.hidden = 50);
+    CASE(4, L8_ERR_BATCH, "m 0 with t 4 and vocabulary 66 (the batch first)", c_.t = 4, c_.micro = 0, c_.vocab = 66);
+    CASE(4, L8_ERR_HEADS, "t 4 with MLP width 66 and vocabulary 66 (the heads first)", c_.t = 4, c_.ffn = 66,
+         c_.vocab = 66);
+    CASE(8, L8_ERR_HEADS, "t 4, p 2 with 6 heads (hidden 48) and 1 layer (the heads first)", c_.t = 4, c_.p = 2,
+         c_.heads = 6, c_.hidden = 48, c_.layers = 1);
 #undef CASE
     x->n = n;
     memcpy(drv_slot_new(c, "cases", (size_t)n * sizeof in[0], DRV_IN | DRV_CONST), in, (size_t)n * sizeof in[0]);

@@ -191,8 +191,9 @@ void l9_inputs_make(const l9_params *p, int rank, uint64_t seed, uint64_t pub, l
     switch (p->kind) {
     case K_CONFIG: {
         static const int codes[CFG_COUNT] = {L9_OK, L9_ERR_SHAPE, L9_ERR_TOPK, L9_ERR_TOPK, L9_ERR_CAPACITY,
-                                             L9_ERR_CAPACITY, L9_ERR_EXPERTS, L9_ERR_MISMATCH};
-        if (p->variant == CFG_MISMATCH && rank == 0) in->cfg.hidden += 8;
+                                             L9_ERR_CAPACITY, L9_ERR_EXPERTS, L9_ERR_MISMATCH, L9_ERR_SHAPE,
+                                             L9_ERR_TOPK,     L9_ERR_CAPACITY, L9_ERR_MISMATCH};
+        if ((p->variant == CFG_MISMATCH || p->variant == CFG_MISMATCH_SHAPE) && rank == 0) in->cfg.hidden += 8;
         in->expect_code = codes[p->variant];
         return;
     }

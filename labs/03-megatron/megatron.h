@@ -113,8 +113,9 @@ typedef struct mg_acts mg_acts;
 /* What you implement (megatron.c)                                                       */
 /* ===================================================================================== */
 
-/* MG_OK, or MG_ERR_HEADS (heads % tp != 0), MG_ERR_SEQ (sp and seq % tp != 0),
- * MG_ERR_SHAPE (hidden % heads != 0, or ffn % tp != 0). No communication. */
+/* MG_OK, or the first problem of c in this order: MG_ERR_SHAPE (a size below 1),
+ * MG_ERR_HEADS (heads % tp != 0), MG_ERR_SEQ (sp and seq % tp != 0), MG_ERR_SHAPE
+ * (hidden % heads != 0, or ffn % tp != 0). No communication. */
 int mg_config_check(const mg_config *c);
 
 /* Fill p (allocated with mg_params_alloc) with this rank's shards of layer `layer`'s master

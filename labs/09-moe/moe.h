@@ -96,7 +96,8 @@ void moe_route_backward(const moe_config *c, const moe_routing *r, const float *
 
 /* ---- moe_layer.c ---------------------------------------------------------------------- */
 
-/* MOE_OK or the first error of the list above, the same code on every rank of c->comm.
+/* MOE_OK or one error, the same code on every rank of c->comm: MOE_ERR_MISMATCH when the
+ * ranks' fields differ, else the first of the list above (SHAPE, TOPK, CAPACITY, EXPERTS).
  * Collective: compare the fields over the ranks first (library collectives are allowed
  * here), so that a rank with different sizes makes every rank fail instead of hanging. */
 int moe_config_check(const moe_config *c);
