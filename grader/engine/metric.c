@@ -21,6 +21,9 @@ static const perf_metric METRICS[] = {
     {"bubble",  {"bubble_ratio", NULL},            METRIC_FIELD,    METRIC_WORST,  SAY_TIMES_OPTIMUM, false, true,  false},
     {"memory",  {"memory_ratio", NULL},            METRIC_FIELD,    METRIC_WORST,  SAY_TIMES_OPTIMUM, false, true,  false},
     {"traffic", {"traffic_ratio", NULL},           METRIC_FIELD,    METRIC_WORST,  SAY_TIMES_OPTIMUM, false, true,  true},
+    /* 1 where everything the case allocated was freed by its free/teardown calls, 0 where
+     * something leaked (the case's `leak` field names it): a leak costs this item only */
+    {"freed",   {"freed", NULL},                   METRIC_FIELD,    METRIC_WORST,  SAY_CASES_CLEAN,   false, true,  false},
 };
 #define N_METRICS (sizeof METRICS / sizeof METRICS[0])
 

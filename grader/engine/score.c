@@ -136,6 +136,37 @@ static void score_group(item_score *s, const case_list *cases)
     failure_texts(s, &it->globs, cases);
 }
 
+/* A yes/no metric (freed): full points when every case that reports it is clean, else 0,
+ * with the cases that were not (their `leak` field) in the item's output. */
+static void score_clean(item_score *s, const strlist *globs, const case_list *cases, const perf_metric *m,
+                        const double *values, int n)
+{
+    int dirty = 0;
+    for (int i = 0; i < n; i++) dirty += values[i] < 1;
+    if (!dirty) {
+        s->score = s->item->points;
+        s->why = xasprintf("every allocation freed (%d case%s)", n, n == 1 ? "" : "s");
+        return;
+    }
+    char *out = xstrdup("");
+    int shown = 0;
+    double v;
+    for (int i = 0; i < cases->count && shown < 3; i++) {
+        const case_result *c = &cases->v[i];
+        if (c->hidden || !item_selects(globs, c) || !metric_case_value(m, c, 0, &v) || v >= 1) continue;
+        const cJSON *leak = c->json ? cJSON_GetObjectItemCaseSensitive(c->json, "leak") : NULL;
+        const char *what = cJSON_IsString(leak) ? leak->valuestring : "a leak";
+        if (!shown) s->why = xasprintf("memory left allocated in %d of %d case%s, first %s: %s", dirty, n,
+                                       n == 1 ? "" : "s", c->id, what);
+        char *next = xasprintf("%s%s: %s\n", out, c->id, what);
+        free(out);
+        out = next;
+        shown++;
+    }
+    if (!shown) s->why = xasprintf("memory left allocated in %d of %d case%s", dirty, n, n == 1 ? "" : "s");
+    s->output = out;
+}
+
 static void score_perf(item_score *s, const rubric *r, const case_list *cases)
 {
     const rubric_item *it = s->item;
@@ -171,6 +202,11 @@ static void score_perf(item_score *s, const rubric *r, const case_list *cases)
                                                    : xasprintf("no cases report %s", fields);
         free(size);
         free(fields);
+        free(values);
+        return;
+    }
+    if (m->phrase == SAY_CASES_CLEAN) {  // each case 1 or 0: every case must be clean
+        score_clean(s, globs, cases, m, values, n);
         free(values);
         return;
     }

@@ -219,7 +219,7 @@ typedef struct {
                                      bound, so none at all, or fewer, fails the case    */
     int bytes_agg;                /* DRV_BYTES_AVG or DRV_BYTES_MAX over ranks          */
     double msgs_optimal;          /* messages of the busiest rank at the optimum          */
-    bool no_leak;                 /* device memory in use after release() = before play() */
+    bool no_leak;                 /* report `freed` (and `leak`): in use after release() = before play() */
 } drv_model;
 enum { DRV_BYTES_AVG = 0, DRV_BYTES_MAX = 1 };
 

@@ -391,7 +391,7 @@ check "bad rubric: 1e308 points" usage_error huge "points must be a number from 
 { echo 'lab fake'; echo 'np 1'; i=0; while [ $i -le 1000 ]; do echo "group g$i 1000000 g$i.*"; i=$((i + 1)); done; } >"$tmp/total.rubric"
 check "bad rubric: a total over 1e9 points" usage_error total "more than 1e+09" --lab fake --rubric "$tmp/total.rubric" --driver x
 printf 'lab fake\nnp 1\ngroup a 1 a.*\nperf p 1 parent a metric furlongs\n' >"$tmp/metric.rubric"
-check "bad rubric: an unknown metric names the known ones" usage_error metric "bytes, msgs, speed, bubble, memory, traffic" --lab fake --rubric "$tmp/metric.rubric" --driver x
+check "bad rubric: an unknown metric names the known ones" usage_error metric "bytes, msgs, speed, bubble, memory, traffic, freed" --lab fake --rubric "$tmp/metric.rubric" --driver x
 check "sandbox on without bwrap or Landlock: one line naming the fix, exit 2" \
     sh -c "PATH=/nonexistent PL_SANDBOX_NO_LANDLOCK=1 '$engine' $base --sandbox on >'$tmp/nobwrap.log' 2>&1; [ \$? = 2 ] && [ \$(wc -l <'$tmp/nobwrap.log') = 1 ] && grep -q 'install bubblewrap' '$tmp/nobwrap.log'"
 

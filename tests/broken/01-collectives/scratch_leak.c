@@ -1,4 +1,5 @@
-// expect: wrong reduce_scatter.*
+// expect: pass reduce_scatter.* broadcast.*
+// expect-perf: freed
 /* Broken on purpose: the reduce-scatter never frees its two scratch blocks. Every result
  * is right and the traffic is the ring's; each call leaves 2 * recvcount floats of device
  * memory behind, which the per-case leak check reports with the line that allocated them. */

@@ -1,4 +1,5 @@
-// expect: wrong column.fwd.split.*
+// expect: pass column.fwd.*
+// expect-perf: freed
 /* Broken on purpose: tp_linear_free frees the shard, its gradient and the bias, and forgets
  * the bias gradient: every layer with a bias leaks it. */
 #define tp_linear_free tp_linear_free_solution

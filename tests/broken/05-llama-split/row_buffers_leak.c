@@ -1,4 +1,5 @@
-// expect: wrong row.*
+// expect: pass row.prefill layer.prefill
+// expect-perf: freed
 /* Broken on purpose: a leak in the row split's teardown. ls_free gives back the weights, the
  * KV cache and the workspace, but not the buffers the row split adds (the workers' broadcast
  * activation and product block, the main rank's gather stage): a free written before the

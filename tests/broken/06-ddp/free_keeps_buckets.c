@@ -1,4 +1,5 @@
-// expect: wrong buckets.*
+// expect: pass buckets.* equal.naive
+// expect-perf: freed
 /* Broken on purpose: ddp_free forgets the buckets' buffers: every DDP that is freed leaks
  * them. */
 #define ddp_free ddp_free_solution

@@ -1,4 +1,5 @@
-// expect: wrong train.z3
+// expect: pass train.z3 train.z1
+// expect-perf: freed
 /* Broken on purpose: a leak in ZeRO-3's teardown. zero_free gives back the flat buffers and
  * each unit's parameters and gradients, but not the AdamW moments of each unit's shard
  * (m and v of every unit3): a freed-state list written for stage 1 and 2 and never grown

