@@ -232,6 +232,8 @@ void pl_sym_put_signal(void *dst, const void *src, size_t bytes, uint64_t *sig, 
     pl_sym_region *r = bytes ? find(dst, bytes, "pl_sym_put_signal") : NULL;
     if (op != PL_SIG_SET && op != PL_SIG_ADD) pl_fatal(__FILE__, __LINE__, "pl_sym_put_signal", "op is PL_SIG_SET or PL_SIG_ADD");
     s = pl_stream_ready(s);
+    jitter(); /* before a signal too: a sender held up between its peers reorders the signals
+               * a rank sees from different senders, and so from different phases */
     size_t ev = bytes ? open_ev(PL_OP_PUT, pe, bytes, s, "put_signal") : (size_t)-1;
     size_t es = open_ev(PL_OP_SIGNAL, pe, 8, s, "signal");
     if (r) g_sb->put_signal(r, offset_of(r, dst), src, bytes, sr, soff, value, op, pe, s);
@@ -247,6 +249,7 @@ void pl_sym_signal(uint64_t *sig, uint64_t value, pl_sig_op op, int pe, pl_strea
     pl_sym_region *sr = check_sig(sig, &soff, "pl_sym_signal");
     if (op != PL_SIG_SET && op != PL_SIG_ADD) pl_fatal(__FILE__, __LINE__, "pl_sym_signal", "op is PL_SIG_SET or PL_SIG_ADD");
     s = pl_stream_ready(s);
+    jitter();
     size_t es = open_ev(PL_OP_SIGNAL, pe, 8, s, "signal");
     g_sb->signal(sr, soff, value, op, pe, s);
     close_ev(es);

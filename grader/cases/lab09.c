@@ -14,9 +14,11 @@
  *                many calls back to back with new data
  * The referee (grader/referee/lab09*.c) makes each rank's inputs from a seed only referees
  * know, computes the float64 reference of the whole layer from every rank's inputs and
- * judges; the player (grader/player/lab09.c) makes the student's calls on the slots. Waits
- * and barriers of the symmetric-memory cases get random delays (--jitter-us), so a protocol
- * that works only by luck of timing meets the interleaving that breaks it.
+ * judges; the player (grader/player/lab09.c) makes the student's calls on the slots. Waits,
+ * barriers and signals of the symmetric-memory cases get random delays (--jitter-us): a
+ * sender held up between two peers lets signals of a later phase overtake those of an
+ * earlier one, so a protocol that works only by luck of timing meets the interleaving that
+ * breaks it.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -117,7 +119,7 @@ static const drv_flag FLAGS[] = {
     {"--hidden", DRV_INT, &L9.hidden, 1, 4096, "hidden size of the layer cases (default 16)"},
     {"--ffn", DRV_INT, &L9.ffn, 1, 16384, "each expert's inner width (default 24)"},
     {"--reuse-calls", DRV_INT, &L9.reuse_calls, 2, 100000, "back-to-back all-reduces in the .reuse cases (default 40)"},
-    {"--jitter-us", DRV_DOUBLE, &L9.jitter_us, 0, 1e6, "random delay after symmetric waits and barriers, us (default 300)"},
+    {"--jitter-us", DRV_DOUBLE, &L9.jitter_us, 0, 1e6, "random delay after symmetric waits and barriers and before signals, us (default 300)"},
     {"--profile", DRV_STR, &L9.profile, 0, 0, "cost-model profile of the bench's prediction (default dgx-h100)"},
     {NULL},
 };
