@@ -220,11 +220,11 @@ static bool item_selects(const rubric_item *it, const seen_case *s)
     return false;
 }
 
-static bool same_world(const console *con, const seen_case *s)
+static bool same_world(const console *con, int np, const char *label)
 {
-    if (con->world_np != s->np) return false;
-    if (!con->world_label || !s->label) return con->world_label == s->label;
-    return !strcmp(con->world_label, s->label);
+    if (con->world_np != np) return false;
+    if (!con->world_label || !label) return !con->world_label && !label;
+    return !strcmp(con->world_label, label);
 }
 
 /* The progress line of the world size now running: a mark per public rubric group. */
@@ -300,9 +300,11 @@ void console_case(console *con, const case_result *c, const classification *befo
     else if (*before == CL_PASS) con->passed--;
     if (c->cls == CL_PASS) con->passed++;
 
+    // the line of the world size that ended counts its own cases only, not this one
+    bool new_world = !before && !same_world(con, c->np, c->run_label);
+    if (new_world) end_world(con);
     seen_case *s = remember(con, c, before);
-    if (!before && !same_world(con, s)) {
-        end_world(con);
+    if (new_world) {
         con->world_np = s->np;
         free(con->world_label);
         con->world_label = s->label ? xstrdup(s->label) : NULL;
