@@ -47,7 +47,10 @@ static void count(const pl_trace_event *e) {
     case PL_OP_SEND: g_m.bytes_sent += e->bytes; g_m.msgs_sent++; break;
     case PL_OP_RECV: g_m.bytes_recv += e->bytes; g_m.msgs_recv++; break;
     case PL_OP_GEMM: g_m.gemm_calls++; g_m.gemm_flops += e->flops; break;
-    case PL_OP_KERNEL: g_m.kernel_calls++; g_m.kernel_bytes += (double)e->bytes; break;
+    case PL_OP_KERNEL:
+        g_m.kernel_calls++, g_m.kernel_bytes += (double)e->bytes;
+        if (e->name && !strcmp(e->name, "reduce_local")) g_m.reduce_elems += e->flops; /* one per element */
+        break;
     case PL_OP_PUT: g_m.puts++; g_m.put_bytes += e->bytes; break;
     case PL_OP_SIGNAL: g_m.signals++; break;
     case PL_OP_WAIT: g_m.waits++; break;

@@ -50,6 +50,7 @@ typedef struct {
     double gemm_flops;
     uint64_t kernel_calls;                   /* elementwise kernels, copies, fills */
     double kernel_bytes;                     /* bytes they read + wrote            */
+    double reduce_elems;                     /* elements pl_reduce_local combined  */
     size_t mem_peak;                         /* device bytes, peak               */
     uint64_t puts, put_bytes;                /* symmetric memory (pl_sym.h): puts, */
     uint64_t signals, waits, barriers;       /* signal updates, waits, barriers    */

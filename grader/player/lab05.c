@@ -132,7 +132,7 @@ static pl_metrics metrics_between(const pl_metrics *a, const pl_metrics *b) {
     for (int k = 0; k < PL_OP_COUNT; k++) d.coll_calls[k] -= b->coll_calls[k];
     d.coll_bytes -= b->coll_bytes, d.coll_total -= b->coll_total;
     d.gemm_calls -= b->gemm_calls, d.gemm_flops -= b->gemm_flops;
-    d.kernel_calls -= b->kernel_calls, d.kernel_bytes -= b->kernel_bytes;
+    d.kernel_calls -= b->kernel_calls, d.kernel_bytes -= b->kernel_bytes, d.reduce_elems -= b->reduce_elems;
     return d;
 }
 

@@ -184,7 +184,7 @@ static void metrics_minus(pl_metrics *a, const pl_metrics *b) {
     for (int k = 0; k < PL_OP_COUNT; k++) a->coll_calls[k] -= b->coll_calls[k];
     a->coll_bytes -= b->coll_bytes, a->coll_total -= b->coll_total;
     a->gemm_calls -= b->gemm_calls, a->gemm_flops -= b->gemm_flops;
-    a->kernel_calls -= b->kernel_calls, a->kernel_bytes -= b->kernel_bytes;
+    a->kernel_calls -= b->kernel_calls, a->kernel_bytes -= b->kernel_bytes, a->reduce_elems -= b->reduce_elems;
 }
 
 void drv_mark(int phase, bool end) {

@@ -262,6 +262,19 @@ static void check_ar(drv_case *c, const l9_params *p, const l9_outputs *o, const
     drv_num(c, "count", (double)p->count);
     drv_num(c, "bytes", 4.0 * (double)p->count);
     free(want);
+    /* The two-shot's own work: a rank reduces its chunk of every rank's input, about count/n
+     * elements from each of the n ranks, never the whole vector (the one-shot's (n-1) count).
+     * The elements pl_reduce_local combined are the player's count (docs/grader.md). */
+    if (p->disp == 1 && n > 1 && p->count > 0 && c->ran && wrong == 0) {
+        double chunk = (double)((p->count + n - 1) / n), bound = (double)p->calls * n * chunk;
+        double got = c->m.reduce_elems;
+        drv_num(c, "reduce_elems", drv_max(got));
+        if (got > bound)
+            drv_fail(c, "moe_allreduce_twoshot combined %.0f elements with pl_reduce_local in %d call(s) here; a "
+                        "two-shot reduces its own chunk only, at most n * ceil(count / n) = %.0f per call (the whole "
+                        "vector from every rank, %.0f, is the one-shot)",
+                     got, p->calls, n * chunk, (double)(n - 1) * (double)p->count);
+    }
 }
 
 void l9_referee_check(drv_case *c, const l9_params *p, const l9_inputs *in, const l9_outputs *o, const uint64_t *seeds,
