@@ -264,6 +264,18 @@ static void clean_stale(const class_run *cr)
     free(work);
 }
 
+/* Is the launcher Slurm's srun (its first word, any directory)? */
+static bool launcher_is_srun(const char *mpirun)
+{
+    if (!mpirun) return false;
+    while (*mpirun == ' ' || *mpirun == '\t') mpirun++;
+    size_t n = strcspn(mpirun, " \t");
+    const char *base = mpirun;
+    for (const char *p = mpirun; p < mpirun + n; p++)
+        if (*p == '/') base = p + 1;
+    return (size_t)(mpirun + n - base) == 4 && !strncmp(base, "srun", 4);
+}
+
 int main(int argc, char **argv)
 {
     class_run cr;
@@ -303,6 +315,13 @@ int main(int argc, char **argv)
     free(lock);
 
     cr.as_root = geteuid() == 0;
+    /* Slurm lets only an allocation's owner start its job steps, and as root every grading job
+     * runs as a user of its own (what keeps the submissions apart): srun would refuse each one */
+    if (cr.as_root && launcher_is_srun(cr.mpirun))
+        die("MPIRUN=\"%s\": as root every grading job runs as a user of its own, and Slurm starts job steps for "
+            "the allocation's owner only; grade the class as the course's own account (not root) inside the "
+            "allocation, with JOBS=1 and SANDBOX=auto (docs/setup.md, \"Several nodes\")",
+            cr.mpirun);
     cr.build_sandbox = bwrap_works(&cr);
     if (!cr.build_sandbox && ll_abi() > 0) {  // no user namespaces: Landlock confines builds and runs
         char *tool = xasprintf("%s/build/tools/pl-landlock", cr.root);

@@ -24,11 +24,13 @@
 
 /* ---------------------------------------------------------------- the directory */
 
-/* Open (creating where missing) every component of `dir` without following a link. */
+/* Open (creating where missing) every component of `dir` without following a link. O_PATH:
+ * passing through a directory needs search permission only (a class job's user reaches its
+ * OUT through parents that are o+x, not o+r), and the descriptor serves openat and mkdirat. */
 static int open_dir_nofollow(const char *dir, char **why)
 {
     char *path = xstrdup(dir);
-    int fd = open(path[0] == '/' ? "/" : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int fd = open(path[0] == '/' ? "/" : ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
     char *save = NULL;
     for (char *part = strtok_r(path, "/", &save); part && fd >= 0; part = strtok_r(NULL, "/", &save)) {
         if (!strcmp(part, ".")) continue;
@@ -38,7 +40,7 @@ static int open_dir_nofollow(const char *dir, char **why)
             fd = -1;
             break;
         }
-        int next = openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int next = openat(fd, part, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (next < 0)
             *why = errno == ELOOP || errno == ENOTDIR
                        ? xasprintf("%s is a symbolic link or not a directory (give the real path)", part)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # multinode.sh - graded runs across hosts (make test-multinode; needs root). Not named
-# test_*.sh: make test (tests/run.sh) runs those, and this one takes about 11 minutes.
+# test_*.sh: make test (tests/run.sh) runs those, and this one takes about 13 minutes.
 #
 # Two hosts are simulated on this machine (scripts/sim-hosts.sh): network namespaces h1
 # (10.77.0.11) and h2 (10.77.0.12) on a bridge, each with its own host name and its own /tmp,
@@ -20,7 +20,9 @@
 #      the second host dying in the middle of a run
 #   6. a real Slurm started on the hosts (scripts/sim-slurm.sh: slurmctld here, a slurmd on
 #      each host, munge): Lab 1's solution and starter graded inside `salloc -N2 -n4`, the
-#      ranks started by `srun --mpi=pmix`, and Lab 0 at 3 ranks on the 2 nodes
+#      ranks started by `srun --mpi=pmix`, Lab 0 at 3 ranks on the 2 nodes, and a class of
+#      two (the solution, the starter) through `make grade-class` in one allocation, run by a
+#      course account (as root it is refused in one line: Slurm starts steps for the owner only)
 # Prints "ok - ..." / "not ok - ..." and "N passed, M failed"; exit 1 on any failure.
 set -u
 cd "$(dirname "$0")/../.."
@@ -204,6 +206,44 @@ if conf=$(scripts/sim-slurm.sh up "$SLURM_DIR" 2 2>"$TMP/slurm-up.log"); then
             notok "Slurm: Lab 0 at 3 ranks on 2 nodes: full marks ($(grep -A1 'wrong\|error' "$B/reports/lab-0.txt" | head -n 2 | tr '\n' ' '))"
     fi
     no_leftovers "slurm lab 0"
+    # a class inside one allocation (docs/setup.md, "Several nodes"): each submission's runs are
+    # job steps of it (srun), the gradebook is written here, one submission at a time. As root,
+    # pl-class gives every job a user of its own, whose steps Slurm refuses: one line, no job run.
+    mkdir -p "$TMP/class/alice" "$TMP/class/bob"
+    cp solutions/01-collectives/collectives.c "$TMP/class/alice/"
+    cp labs/01-collectives/collectives.c "$TMP/class/bob/"
+    chmod 755 "$TMP"
+    class_args=(LAB=1 SUBMISSIONS="$TMP/class" JOBS=1 NP=4 RUBRIC_SCALE=1 SANDBOX=auto
+        MPIRUN="srun --mpi=pmix -n {np}" PL_ENGINE_ADDR=10.77.0.1)
+    if WRAP="salloc -N2 -n4" grade "slurm class as root" 120 "$TMP/slurm-class-root.log" grade-class \
+        "${class_args[@]}" OUT="$PWD/$B/class-slurm-root"; then
+        grep -q "Slurm starts job steps for the allocation's owner only" "$TMP/slurm-class-root.log" &&
+            ok "Slurm: make grade-class as root in an allocation is refused in one line (its jobs' users may not start steps)" ||
+            notok "Slurm: make grade-class as root: refused in one line ($(tail -n 2 "$TMP/slurm-class-root.log" | tr '\n' ' '))"
+    fi
+    # ... and as the course's own account: the solution 100, the starter its usual 0. OUT is on
+    # a file system every node sees (the kit's), as the drivers it builds run there.
+    made_user=
+    id paralab-ta >/dev/null 2>&1 || { useradd -M -d /nonexistent -s /usr/sbin/nologin paralab-ta && made_user=1; }
+    out=$PWD/$B/class-slurm
+    rm -rf "$out" && mkdir -p "$out" && chown paralab-ta "$out"
+    start=$SECONDS
+    (cd /tmp && timeout 900 runuser -u paralab-ta -- env PATH="$PATH" SLURM_CONF="$SLURM_CONF" OPENBLAS_NUM_THREADS=1 \
+        OMPI_MCA_btl=tcp,self OMPI_MCA_oob_tcp_if_include=10.77.0.0/24 OMPI_MCA_btl_tcp_if_include=10.77.0.0/24 \
+        salloc -N2 -n4 "$MAKE" -C "$OLDPWD" --no-print-directory grade-class "${class_args[@]}" OUT="$out/class") \
+        >"$TMP/slurm-class.log" 2>&1
+    echo "# slurm class as paralab-ta: exit $? in $((SECONDS - start)) s"
+    book=$out/class/gradebook.csv
+    row() { awk -F, -v s="$1" '$1 == s {print $3 "," $4}' "$book" 2>/dev/null; }
+    [ "$(row alice)" = "graded,100" ] && [ "$(row bob)" = "graded,0" ] &&
+        ok "Slurm: make grade-class as the course's account in an allocation of 2 nodes: the solution 100, the starter 0" ||
+        notok "Slurm: make grade-class in an allocation: alice '$(row alice)', bob '$(row bob)' ($(tail -n 2 "$TMP/slurm-class.log" | tr '\n' ' '))"
+    grep -q 'h2 (ranks 2,3' "$out/class/students/alice/report.txt" 2>/dev/null &&
+        ok "Slurm: the class's runs used both nodes" ||
+        notok "Slurm: the class's runs used both nodes ($(grep -h 'ranks ran on' "$out/class/students/alice/report.txt" 2>/dev/null))"
+    rm -rf "$out" "$PWD/$B/class-slurm-root"
+    [ -n "$made_user" ] && userdel paralab-ta 2>/dev/null
+    no_leftovers "slurm class"
     [ -z "$(squeue -h 2>/dev/null)" ] && ok "Slurm: no job left in the queue" || notok "Slurm: no job left in the queue ($(squeue -h | head -n 3))"
 else
     notok "Slurm up on the simulated hosts ($(tail -n 3 "$TMP/slurm-up.log" | tr '\n' ' '))"
