@@ -183,8 +183,10 @@ void pl_region_end(void) {
  * off for at most PL_WD_HOST_LIMITS limits.
  * Every duration is on the watchdog's own clock: wall time less the time this rank's main
  * thread spent runnable but waiting for a core (its run-queue delay, from the kernel's
- * schedstat). On a machine loaded by other work a rank may wait seconds for a core; that
- * wait is the machine's, not a deadlock's, and never counts toward the limit.
+ * schedstat), and less the time the watchdog's thread was due to tick and did not run (a
+ * stopped process, or a virtual machine whose host paused it). On a machine loaded by
+ * other work a rank may wait seconds for a core, and a virtual machine may stand still for
+ * seconds; that time is the machine's, not a deadlock's, and never counts toward the limit.
  * Either checker fires: it prints the waiting rank's line, lets the other stuck ranks
  * print theirs, and ends the job with PL_EXIT_DEADLOCK. The thread makes no MPI calls. */
 #include <fcntl.h>
@@ -227,24 +229,53 @@ static int g_busy;
 static _Atomic double g_last_progress; /* wd_now() a word 0 last moved (the thread)  */
 static _Atomic double g_last_host;     /* ... and a word 1                          */
 
-/* The watchdog's clock (above). The main thread's schedstat is opened at start, before a
- * graded player is confined, and re-read in place by the thread every tick; where it cannot
- * be read the clock is the wall clock. */
-static _Atomic double g_starved; /* seconds the main thread waited for a core since start */
+/* The watchdog's clock (above): wall time less two kinds of time that are not a wait's.
+ * The main thread's run-queue delay: its schedstat, opened at start, before a graded player
+ * is confined, and re-read in place by the thread every tick (where it cannot be read,
+ * only the second kind counts). And the time the thread itself was due and did not run:
+ * it ticks every WD_TICK_S, so a gap of more than two ticks between ticks is a process
+ * or a whole machine that was stopped (a virtual machine's host pauses its CPUs for
+ * seconds when it is busy), in which no rank could have moved and nothing was waited
+ * for. Per tick the larger of the two is taken off, never both; time since the last tick
+ * beyond two ticks does not count until the thread has ticked again. */
+#define WD_TICK_S 0.1
+static _Atomic double g_off;        /* seconds taken off the wall clock so far         */
+static _Atomic double g_last_tick;  /* pl_now() of the thread's last tick (0: none yet) */
 static int g_schedstat_fd = -1;
-static double wd_now(void) { return pl_now() - atomic_load_explicit(&g_starved, memory_order_relaxed); }
-static void watch_starved(void) {
-    static double first = -1;
+static pthread_mutex_t g_clock_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static double wd_now(void) {
+    double now = pl_now(), last = atomic_load_explicit(&g_last_tick, memory_order_relaxed);
+    double unseen = last > 0 ? now - last - 2 * WD_TICK_S : 0;
+    return now - atomic_load_explicit(&g_off, memory_order_relaxed) - (unseen > 0 ? unseen : 0);
+}
+
+/* Seconds the main thread has waited for a core since it started; -1 if unknown. */
+static double main_queued(void) {
     char buf[128];
-    if (g_schedstat_fd < 0) return;
+    if (g_schedstat_fd < 0) return -1;
     ssize_t n = pread(g_schedstat_fd, buf, sizeof buf - 1, 0);
-    if (n <= 0) return;
+    if (n <= 0) return -1;
     buf[n] = '\0';
     unsigned long long run_ns, wait_ns;
-    if (sscanf(buf, "%llu %llu", &run_ns, &wait_ns) != 2) return;
-    double w = 1e-9 * (double)wait_ns;
-    if (first < 0) first = w;
-    if (w - first > atomic_load(&g_starved)) atomic_store(&g_starved, w - first);
+    if (sscanf(buf, "%llu %llu", &run_ns, &wait_ns) != 2) return -1;
+    return 1e-9 * (double)wait_ns;
+}
+
+/* One tick of the clock (the thread's, or a reporter's while it waits for the others). */
+static void watch_clock(void) {
+    static double queued_before = -1;
+    pthread_mutex_lock(&g_clock_lock);
+    double now = pl_now(), last = atomic_load(&g_last_tick), q = main_queued();
+    if (last > 0) {
+        double gap = now - last, missed = gap - 2 * WD_TICK_S, starved = q >= 0 && queued_before >= 0 ? q - queued_before : 0;
+        double off = missed > starved ? missed : starved;
+        if (off > gap) off = gap;
+        if (off > 0) atomic_store(&g_off, atomic_load(&g_off) + off);
+    }
+    if (q >= 0) queued_before = q;
+    atomic_store(&g_last_tick, now);
+    pthread_mutex_unlock(&g_clock_lock);
 }
 
 /* slots NULL: back to this rank's own words (before the shared memory goes away; waits
@@ -359,7 +390,7 @@ static void report_and_exit(const char *op, int peer, double waited, double stil
     while (wd_now() - t0 < 1.5 && pl_now() - w0 < 15) {
         struct timespec tick = {0, 100000000};
         nanosleep(&tick, NULL);
-        watch_starved();
+        watch_clock();
     }
     if (from_thread) _exit(PL_EXIT_DEADLOCK); /* MPI belongs to the main thread */
     pl_abort(PL_EXIT_DEADLOCK);
@@ -378,10 +409,10 @@ void pl_watchdog_poll(void) {
  * steps in half a second later, i.e. only when the main thread is stuck in a call. */
 static void *watchdog_thread(void *arg) {
     (void)arg;
-    struct timespec tick = {0, 100000000};
+    struct timespec tick = {0, (long)(WD_TICK_S * 1e9)};
     for (;;) {
         nanosleep(&tick, NULL);
-        watch_starved();
+        watch_clock();
         watch_self();
         watch_board();
         const char *op;
@@ -397,7 +428,7 @@ void pl_watchdog_start(void) {
     char path[64];
     snprintf(path, sizeof path, "/proc/self/task/%ld/schedstat", (long)syscall(SYS_gettid));
     if (g_schedstat_fd < 0) g_schedstat_fd = open(path, O_RDONLY | O_CLOEXEC);
-    watch_starved();
+    watch_clock();
     atomic_store(&g_last_progress, wd_now());
     atomic_store(&g_last_host, wd_now());
     pthread_t t;
