@@ -149,7 +149,7 @@ export PL_ARGS := $(ARGS)
 export PL_HIDDEN := $(HIDDEN)
 export PL_SUBMISSIONS := $(SUBMISSIONS)
 
-.PHONY: all libs engine config help doctor test test-bins test-faults test-fresh test-multinode bench clean grade drivers driver asan \
+.PHONY: all libs engine config help doctor test test-asan test-bins test-faults test-fresh test-multinode bench clean grade drivers driver asan \
         grade-class gradescope classroom \
         FORCE kernel-tests model-tests bench-kernels calibrate scaling
 
@@ -405,6 +405,15 @@ test-multinode: all
 	@scripts/install-deps.sh --multinode >&2 || echo "paralab: iproute2 or Slurm is missing (above): the checks that need them will fail" >&2
 	@MAKE="$(MAKE)" B="$(B)" tests/multinode/multinode.sh
 
+# The grader self-test's AddressSanitizer part alone (build/asan/): every lab's solution in
+# that flavour, and the faults only the sanitizer sees (tests/grader/asan/). Out of make test
+# for its time; .ci/run runs it. The last line is "N passed, M failed".
+test-asan:
+	@$(MAKE) --no-print-directory -j$(BUILD_JOBS) all test-bins
+	@MAKE="$(MAKE)" MPIRUN="$(MPIRUN)" B="$(B)" SELFTEST_ASAN=only tests/grader/test_selftest.sh >$(B)/test-asan.log 2>&1; \
+	  cat $(B)/test-asan.log; p=$$(grep -c '^ok - ' $(B)/test-asan.log); f=$$(grep -c '^not ok - ' $(B)/test-asan.log); \
+	  echo "$$p passed, $$f failed"; [ "$$f" = 0 ] && [ "$$p" -gt 0 ]
+
 # Every hostile student file of the fault suite, not only the quick ones (tests/grader/faults/).
 test-faults: all
 	@MAKE="$(MAKE)" MPIRUN="$(MPIRUN)" B="$(B)" FAULTS=all tests/grader/test_faults.sh
@@ -472,6 +481,7 @@ help:
 	@echo "  make classroom LAB=N  the GitHub Classroom workflow (.github/workflows/classroom.yml) for lab N"
 	@echo "  make test             the project's own tests; last line 'N passed, M failed'"
 	@echo "  make test-faults      the whole fault suite of hostile student files (make test runs the quick ones)"
+	@echo "  make test-asan        every lab's solution and the sanitizer-only faults in the AddressSanitizer build"
 	@echo "  make test-fresh       the README's commands and Gradescope's scripts in a minimal Debian built here (root)"
 	@echo "  make test-multinode   graded runs across two hosts simulated with network namespaces (root)"
 	@echo "  make asan LAB=N       grade lab N's solution built with AddressSanitizer (build/asan/; NP=2 by default)"

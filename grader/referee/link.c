@@ -4,15 +4,14 @@
  * player or a channel that breaks the protocol ends the referee here. */
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "referee.h"
@@ -80,81 +79,17 @@ PL_NORETURN void player_gone(void) {
     _exit(code);
 }
 
-/* A referee with requests in flight tests them in a loop: MPI's schedules advance only
- * when tested. Spinning is the fastest way while the core is free. Where ranks outnumber
- * cores (a laptop, a class graded two at a time) it is not: the spinning referees hold the
- * cores that the rank they wait for needs, and the wait grows on itself (a slow start could
- * pass for a deadlock). So the loop looks, every SPIN_CHECK_S of spinning, at how long this
- * thread itself waited for its core meanwhile (the kernel's schedstat): a tenth of the time
- * or more means others want the core, and until something moves the loop naps between
- * tests, each nap a twentieth of the wait so far (at most NAP_MAX_S), which stretches the
- * wait by about 5 %. Where schedstat cannot be read, it naps after SPIN_CHECK_S. */
-#define SPIN_CHECK_S 250e-6
-#define CONTENDED 0.10
-#define NAP_SHARE 0.05
-#define NAP_MAX_S 1e-3
-
-static double mono_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* Seconds this thread has waited for a core since it started; -1 if unknown. */
-static double queued_s(void) {
-    static int fd = -2;
-    if (fd == -2) fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    char buf[96];
-    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-    if (n <= 0) return -1;
-    buf[n] = '\0';
-    unsigned long long run_ns, wait_ns;
-    if (sscanf(buf, "%llu %llu", &run_ns, &wait_ns) != 2) return -1;
-    return 1e-9 * (double)wait_ns;
-}
-
-/* One wait of the loop: the state of its spinning and napping. */
-typedef struct {
-    double still_since; /* when something last moved                      */
-    double window_at;   /* the spin window's start, and the queue time then */
-    double queued_at;
-    bool napping;
-} waiting;
-
-static void wait_moved(waiting *w) {
-    w->still_since = w->window_at = mono_s();
-    w->queued_at = queued_s();
-    w->napping = false;
-}
-
-/* How long to block on the socket before the next test: 0 while spinning. */
-static struct timespec wait_nap(waiting *w) {
-    double now = mono_s();
-    if (!w->napping && now - w->window_at >= SPIN_CHECK_S) {
-        double q = queued_s();
-        w->napping = q < 0 || w->queued_at < 0 || q - w->queued_at >= CONTENDED * (now - w->window_at);
-        w->window_at = now;
-        w->queued_at = q;
-    }
-    double s = w->napping ? NAP_SHARE * (now - w->still_since) : 0;
-    if (s > NAP_MAX_S) s = NAP_MAX_S;
-    return (struct timespec){0, (long)(s * 1e9)};
-}
-
 /* The referees' transport: while the player computes or waits, its requests are posted and
- * MPI is progressed; with requests in flight the loop tests them as above, with none it
- * sleeps on the socket. */
+ * MPI is progressed; with requests in flight the loop spins (yielding the core now and then,
+ * as MPI's own waits do), with none it sleeps on the socket. */
 int player_recv(wire_msg *m, void **payload, uint64_t max) {
     if (!transport_on()) return wire_recv(g_ref.ctl_fd, m, payload, max);
     uint64_t cap = max > sizeof(xfer_req) + WIRE_XFER_INLINE_MAX ? max : sizeof(xfer_req) + WIRE_XFER_INLINE_MAX;
-    waiting w;
-    wait_moved(&w);
+    unsigned idle = 0;
     for (;;) {
         bool busy = transport_busy();
         struct pollfd p = {.fd = g_ref.ctl_fd, .events = POLLIN};
-        struct timespec nap = busy ? wait_nap(&w) : (struct timespec){0, 0};
-        int r = ppoll(&p, 1, busy ? &nap : NULL, NULL);
+        int r = poll(&p, 1, busy ? 0 : -1); /* MPI's schedules advance only when tested */
         if (r < 0 && errno != EINTR) player_gone();
         if (r > 0) {
             int got = wire_recv(g_ref.ctl_fd, m, payload, cap);
@@ -173,11 +108,10 @@ int player_recv(wire_msg *m, void **payload, uint64_t max) {
             *payload = NULL;
             if (why) referee_tampered("%s", why);
             if (!sent) player_gone();
-            wait_moved(&w);
+            idle = 0;
         }
-        bool moved = false;
-        if (!transport_progress(&moved)) player_gone();
-        if (moved || !busy) wait_moved(&w);
+        if (!transport_progress()) player_gone();
+        if (busy && ++idle % 16 == 0) sched_yield();
     }
 }
 

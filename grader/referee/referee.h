@@ -75,9 +75,8 @@ bool transport_busy(void); /* requests posted and not completed */
 /* One REP_XFER payload: NULL when posted (or answered), else why the player broke the
  * protocol; *sent = 0 when the answer could not be written. */
 const char *transport_request(const void *payload, uint64_t len, int *sent);
-/* Completions to the player; 0 when it cannot be told. *done (may be NULL) is set to
- * whether any request completed. */
-int transport_progress(bool *done);
+/* Completions to the player; 0 when it cannot be told. */
+int transport_progress(void);
 void transport_counted(transport_counts *k);
 /* d = k1 - k0 */
 void transport_since(const transport_counts *k0, const transport_counts *k1, transport_counts *d);

@@ -13,7 +13,6 @@
  * are synchronous (MPI_Issend), as in the harness's mpi backend, so a program that would
  * deadlock on NCCL deadlocks here too. */
 #include <mpi.h>
-#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,9 +115,6 @@ void transport_start(unsigned char *arena, uint64_t arena_bytes, int ctl_fd) {
     /* Open MPI's single-copy transport reads a peer's memory with process_vm_readv, which a
      * referee's peers may not (referees are undumpable): copy through shared memory. */
     setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
-    /* The waits nap between tests (link.c): a microsecond of timer slack, not Linux's 50,
-     * keeps a nap the length asked for. */
-    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     int inited = 0;
     MPI_Initialized(&inited);
     if (!inited && MPI_Init(NULL, NULL) != MPI_SUCCESS)
@@ -454,9 +450,8 @@ static int finish_split(pending *p) {
 }
 
 /* Complete what MPI finished and tell the player; 0 when it cannot be told (it is gone). */
-int transport_progress(bool *done) {
+int transport_progress(void) {
     size_t n = g_npend;
-    if (done) *done = false;
     if (n == 0) return 1;
     MPI_Request *reqs = malloc(n * sizeof *reqs);
     int *idx = malloc(n * sizeof *idx);
@@ -467,7 +462,6 @@ int transport_progress(bool *done) {
     int rc = MPI_Testsome((int)n, reqs, &outcount, idx, st);
     int ok = 1;
     if (outcount != MPI_UNDEFINED) {
-        if (done && outcount > 0) *done = true;
         for (int j = 0; j < outcount; j++) {
             pending *p = &g_pend[idx[j]];
             p->req = MPI_REQUEST_NULL;
