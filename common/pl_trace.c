@@ -388,7 +388,7 @@ static void report_and_exit(const char *op, int peer, double waited, double stil
      * the watchdog's clock (a loaded machine gives them less of each second), 15 s at most. */
     double t0 = wd_now(), w0 = pl_now();
     while (wd_now() - t0 < 1.5 && pl_now() - w0 < 15) {
-        struct timespec tick = {0, 100000000};
+        struct timespec tick = {0, (long)(WD_TICK_S * 1e9)};
         nanosleep(&tick, NULL);
         watch_clock();
     }

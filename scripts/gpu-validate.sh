@@ -5,8 +5,9 @@
 #   harness  harness tests on the cuda device: NCCL with one rank, the MPI comm backend
 #            with 2 and 4 ranks sharing the GPU; the watchdog on cuda+mpi
 #   kernels  the CUDA kernels against their CPU references; make bench-kernels
-#   kernels  also the quantised (Q4_0, Q4_1, Q8_0), llama, MoE and ZeRO kernels against theirs
-#   labs     the solutions of Labs 0-9 graded through the referee and the player on the cuda
+#   kernels  also the quantised (Q4_0, Q4_1, Q8_0), llama, MoE, ZeRO and flash (Lab 10)
+#            kernels against theirs
+#   labs     the solutions of Labs 0-10 graded through the referee and the player on the cuda
 #            device: NCCL at 1 rank, the MPI comm backend at 2 and 4 ranks sharing the GPU
 #            (Lab 2 also in TF32; Lab 5 on SmolLM2 when datasets/cache holds it, else on the
 #            tiny llama), Lab 9's symmetric memory (NVSHMEM or CUDA IPC, as available), and
@@ -110,7 +111,7 @@ fi
 if want kernels; then
     stamp kernels
     tap "kernels: CUDA vs CPU reference" 300 1 build/cuda/tests/test_kernels_cuda --device cuda
-    for k in llama moe zero; do  # the quantised products are in the llama family's test
+    for k in llama moe zero flash; do  # the quantised products are in the llama family's test
         tap "kernels ($k): CUDA vs CPU reference" 300 1 build/cuda/tests/test_kernels_${k}_cuda --device cuda
     done
     within 300 "${MK[@]}" bench-kernels >"$OUT/bench-kernels.log" 2>&1
@@ -157,6 +158,8 @@ if want labs; then
     grade "lab 8 solution np2,4 cuda+mpi" 400 lab-8 SOLUTION=1 NP="2 4" COMM=mpi
     grade "lab 7 solution np1 cuda+nccl" 300 lab-7 SOLUTION=1 NP=1 COMM=nccl
     grade "lab 7 solution np2,4 cuda+mpi" 400 lab-7 SOLUTION=1 NP="2 4" COMM=mpi
+    grade "lab 10 solution np1 cuda+nccl" 200 lab-10 SOLUTION=1 NP=1 COMM=nccl
+    grade "lab 10 solution np2,4 cuda+mpi" 300 lab-10 SOLUTION=1 NP="2 4" COMM=mpi
 fi
 
 comm_for() { [ "$1" = 1 ] && echo nccl || echo mpi; } # one GPU: NCCL only with one rank

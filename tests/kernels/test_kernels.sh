@@ -29,6 +29,7 @@ run_tap() { # run_tap BIN [ARGS...]: pass its ok/not ok lines through, fail if i
 run_tap build/cpu/tests/test_kernels
 [ -x build/cpu/tests/test_kernels_ddp ] && run_tap build/cpu/tests/test_kernels_ddp
 [ -x build/cpu/tests/test_kernels_llama ] && run_tap build/cpu/tests/test_kernels_llama
+[ -x build/cpu/tests/test_kernels_flash ] && run_tap build/cpu/tests/test_kernels_flash
 # the quantised products; their cases again against gguf-py's dequantiser where it imports
 qcases=$(mktemp /tmp/paralab-quant.XXXXXX)
 run_tap build/cpu/tests/test_kernels_quant --gguf-out "$qcases"
@@ -46,6 +47,7 @@ if [ -x build/cuda/tests/test_kernels_cuda ]; then
         [ -x build/cuda/tests/test_kernels_ddp_cuda ] && run_tap build/cuda/tests/test_kernels_ddp_cuda --device cuda
         [ -x build/cuda/tests/test_kernels_llama_cuda ] && run_tap build/cuda/tests/test_kernels_llama_cuda --device cuda
         [ -x build/cuda/tests/test_kernels_moe_cuda ] && run_tap build/cuda/tests/test_kernels_moe_cuda --device cuda
+        [ -x build/cuda/tests/test_kernels_flash_cuda ] && run_tap build/cuda/tests/test_kernels_flash_cuda --device cuda
     else
         echo "# no GPU: the CUDA kernels are compiled and linked, not run"
     fi

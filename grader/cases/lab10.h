@@ -1,0 +1,76 @@
+/* lab10.h - Lab 10's driver (context parallelism): what its case table
+ * (grader/cases/lab10.c), its referee half (grader/referee/lab10.c) and its player half
+ * (grader/player/lab10.c) share. No lab header here: the referee never reads them.
+ *
+ * A case's parameters are its arg[] (A_* below, decoded by l10_params_of on either side).
+ * Its slots (S tokens, Sl this rank's, H heads, Hkv kv heads, d head size, R merge rows):
+ *   every case  "cfg"      IN const   l10_cfg: this rank's cp_config and the ulysses flag
+ *               "counted"  OUT zeroed doubles, L10_CNT_*: the player's own count of its
+ *                                     kernels (trace). Untrusted, as drv_case.m is
+ *   merge       "o" [R, d], "lse" [R] (INOUT); "ob" [R, d], "lb" [R] (IN const)
+ *   positions   "pos" [S / n + 2] int32, "count" int32 (OUT)
+ *   config      "code" int32 (OUT)
+ *   ring        "q" [Sl, H, d], "k" "v" [Sl, Hkv, d] (IN const); "o" [Sl, H, d], "lse" [Sl, H] (OUT)
+ *   ulysses     "q" "k" "v" as the ring's (IN const); "o" [Sl, H, d] (OUT)
+ * Every input of a rank is its own tokens' (from the case's seed, which only referees
+ * know); the reference of the whole sequence is the referee's.
+ */
+#ifndef LAB10_CASES_H
+#define LAB10_CASES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "driver.h" // defines: drv_case, drv_test, drv_model
+
+typedef struct {
+    int head_dim;   /* --head-dim: d of the ring and Ulysses cases        */
+    int seq_blocks; /* --seq-blocks: the long cases' S = seq_blocks * 2n + 3 */
+    int merge_rows; /* --merge-rows: rows of the merge cases               */
+} lab10_flags;
+extern lab10_flags L10;
+
+typedef enum { K_MERGE, K_POS, K_CONFIG, K_RING, K_ULY } l10_kind;
+enum { M_RANDOM, M_LARGE, M_EMPTY_RUNNING, M_EMPTY_BLOCK, M_MIXED, M_COUNT };
+enum {
+    CFG_OK, CFG_SEQ0, CFG_HEADS_KV, CFG_DIM0, CFG_CAUSAL2, CFG_LAYOUT2, CFG_SEQ_CHUNKS, CFG_ULY_OK, CFG_ULY_HEADS,
+    CFG_MISMATCH, CFG_MISMATCH_SHAPE, CFG_SHAPE_HEADS, CFG_COUNT
+};
+#define CFG_NEEDS_RANKS(v) ((v) == CFG_ULY_HEADS || (v) == CFG_MISMATCH || (v) == CFG_MISMATCH_SHAPE || (v) == CFG_SHAPE_HEADS)
+enum { A_KIND, A_VARIANT, A_LAYOUT, A_CAUSAL, A_GQA, A_SEQ };
+
+/* The codes and layouts of labs/10-context/context.h (the player checks that they agree). */
+enum { L10_OK, L10_ERR_SHAPE, L10_ERR_HEADS, L10_ERR_MISMATCH };
+enum { L10_CONTIGUOUS = 0, L10_ZIGZAG = 1 };
+
+typedef struct {
+    l10_kind kind;
+    int variant, layout, causal, gqa;
+    int n, S, H, Hkv, d, rows; /* rows: the merge's */
+    int ulysses;
+} l10_params;
+void l10_params_of(const drv_case *c, l10_params *p);
+
+typedef struct {
+    int32_t seq, heads, kv_heads, head_dim, causal, layout, ulysses, pad;
+} l10_cfg;
+
+/* "counted": what the player's trace saw of its kernels during play() */
+enum { L10_CNT_PAIRS, L10_CNT_BLOCKS, L10_CNT_MERGE_ROWS, L10_CNT_LEN };
+
+/* The layout (both sides agree with context.h): chunk i of C, and rank r's positions. */
+static inline int l10_chunk_len(int S, int C, int i) { return S / C + (i < S % C); }
+static inline int l10_chunk_start(int S, int C, int i) { return i * (S / C) + (i < S % C ? i : S % C); }
+static inline int l10_pos_cap(int S, int n) { return S / n + 2; }
+
+/* ---- referee (grader/referee/lab10.c) ---------------------------------------------- */
+void lab10_setup(drv_case *c);
+void lab10_check(drv_case *c);
+void lab10_model(drv_case *c, drv_model *m);
+void lab10_teardown(drv_case *c);
+
+/* ---- player (grader/player/lab10.c) ------------------------------------------------- */
+void lab10_player_init(void);
+void lab10_play(drv_case *c);
+
+#endif

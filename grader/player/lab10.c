@@ -1,0 +1,113 @@
+/* lab10.c (player) - Lab 10's calls of the student's code on the case's slots, and what
+ * its kernels did by this process's own trace, left in the slot "counted" for the referee:
+ * the player's claim, labelled so (lab10.h). Nothing here decides a verdict; the referee
+ * (grader/referee/lab10.c) does. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "context.h"       // defines: the lab API
+#include "kern_flash.h"    // defines: kern_flash_pair_flops
+#include "lab10.h"
+#include "pl_instrument.h" // defines: pl_trace_events, pl_trace_count, pl_trace_clear
+
+_Static_assert((int)CP_OK == (int)L10_OK && (int)CP_ERR_SHAPE == (int)L10_ERR_SHAPE &&
+                   (int)CP_ERR_HEADS == (int)L10_ERR_HEADS && (int)CP_ERR_MISMATCH == (int)L10_ERR_MISMATCH,
+               "context.h's codes and the driver's differ");
+_Static_assert((int)CP_CONTIGUOUS == (int)L10_CONTIGUOUS && (int)CP_ZIGZAG == (int)L10_ZIGZAG,
+               "context.h's layouts and the driver's differ");
+_Static_assert(sizeof(int) == sizeof(int32_t), "the int arrays of context.h are the int32 slots");
+
+/* A slot as a host array: the slot itself on the cpu device (its red zones watch what the
+ * student writes); on cuda, a host copy, written back after the call when `out`. */
+typedef struct {
+    const char *name;
+    void *p;
+    bool out;
+} host_view_t;
+
+static void *host_view(drv_case *c, host_view_t *v, const char *name, bool out) {
+    void *d = drv_slot(c, name);
+    v->name = name, v->out = out, v->p = d;
+    if (pl_info()->device != PL_DEVICE_CUDA) return d;
+    size_t bytes = drv_slot_bytes(c, name);
+    v->p = malloc(bytes + 1);
+    PL_CHECK(v->p != NULL, "out of host memory");
+    if (bytes) pl_download(v->p, d, bytes);
+    return v->p;
+}
+
+static void host_done(drv_case *c, host_view_t *v) {
+    if (pl_info()->device != PL_DEVICE_CUDA) return;
+    size_t bytes = drv_slot_bytes(c, v->name);
+    if (v->out && bytes) pl_upload(drv_slot(c, v->name), v->p, bytes);
+    free(v->p);
+}
+
+/* The kernels' work in the trace events [from, to). */
+static void scan(double *counted, int d, size_t from, size_t to) {
+    const pl_trace_event *ev = pl_trace_events();
+    double per_pair = kern_flash_pair_flops(d), rows_flops = 3.0 * d + 3 * 32.0;
+    for (size_t i = from; i < to; i++) {
+        if (ev[i].kind != PL_OP_KERNEL || !ev[i].name) continue;
+        if (!strcmp(ev[i].name, "flash_block")) {
+            counted[L10_CNT_PAIRS] += ev[i].flops / per_pair;
+            counted[L10_CNT_BLOCKS] += 1;
+        } else if (!strcmp(ev[i].name, "flash_merge")) {
+            counted[L10_CNT_MERGE_ROWS] += ev[i].flops / rows_flops;
+        }
+    }
+}
+
+void lab10_play(drv_case *c) {
+    l10_params p;
+    l10_params_of(c, &p);
+    host_view_t vcfg, vcnt;
+    const l10_cfg *cf = host_view(c, &vcfg, "cfg", false);
+    double *counted = host_view(c, &vcnt, "counted", true);
+    cp_config cfg = {cf->seq, cf->heads, cf->kv_heads, cf->head_dim, cf->causal, (cp_layout)cf->layout,
+                     pl_comm_world()};
+    pl_trace_clear(); /* the trace holds this case's calls only */
+    size_t t0 = pl_trace_count();
+    /* the calls run on the comm stream, the caller's: their outputs are read on it once
+     * they return (drv_consume), so work left on another stream has not delivered */
+    pl_stream *st = pl_stream_comm();
+    switch (p.kind) {
+    case K_MERGE: {
+        host_view_t a, b, x, y;
+        float *o = host_view(c, &a, "o", true), *lse = host_view(c, &b, "lse", true);
+        cp_merge(o, lse, host_view(c, &x, "ob", false), host_view(c, &y, "lb", false), p.rows, p.d);
+        host_done(c, &y), host_done(c, &x), host_done(c, &b), host_done(c, &a);
+        break;
+    }
+    case K_POS: {
+        host_view_t a, b;
+        int32_t *pos = host_view(c, &a, "pos", true), *count = host_view(c, &b, "count", true);
+        *count = cp_positions(&cfg, c->rank, pos);
+        host_done(c, &b), host_done(c, &a);
+        break;
+    }
+    case K_CONFIG: {
+        host_view_t a;
+        int32_t *code = host_view(c, &a, "code", true);
+        *code = cp_config_check(&cfg, cf->ulysses);
+        host_done(c, &a);
+        break;
+    }
+    case K_RING:
+        cp_ring_forward(&cfg, drv_slot_f(c, "q"), drv_slot_f(c, "k"), drv_slot_f(c, "v"), drv_slot_f(c, "o"),
+                        drv_slot_f(c, "lse"), st);
+        drv_consume(c, st, "o", "lse", NULL);
+        break;
+    case K_ULY:
+        cp_ulysses_forward(&cfg, drv_slot_f(c, "q"), drv_slot_f(c, "k"), drv_slot_f(c, "v"), drv_slot_f(c, "o"), st);
+        drv_consume(c, st, "o", NULL);
+        break;
+    }
+    scan(counted, p.d, t0, pl_trace_count());
+    host_done(c, &vcnt);
+    host_done(c, &vcfg);
+}
+
+void lab10_player_init(void) {
+    drv_print("# lab10: device %s, comm %s\n", pl_device_name(pl_info()->device), pl_comm_name(pl_info()->comm));
+}

@@ -1,0 +1,376 @@
+/* lab10.c (referee) - Lab 10's cases on the referee's side: every token's q, k and v from
+ * the case's seed (only referees know it), this rank's tokens into its slots, the float64
+ * attention of the whole sequence for its tokens, and the checks: outputs, the traffic of
+ * the ring and of Ulysses (exact), the ring's work by its kernel's count and its memory.
+ *
+ * The layout (which tokens a rank holds) is the referee's own, from context.h's rule: the
+ * player is given its tokens in that order, and cp_positions is checked against it. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lab10.h"
+
+#define Q_AMPLITUDE 2.0 /* queries in [-2, 2], keys and values in [-1, 1]: peaked softmaxes */
+
+typedef struct {
+    l10_params p;
+    uint64_t seed;
+    int *rows, *pos;   /* every rank's token count, and this rank's positions             */
+    int maxrows;
+    l10_cfg cfg[1];    /* this rank's */
+    int expect_code;
+    double *o_ref, *lse_ref; /* this rank's [Sl, H, d], [Sl, H]; merge: [R, d], [R]       */
+} lab10_case;
+
+/* ---- inputs --------------------------------------------------------------------------- */
+
+/* A value in [-1, 1) for (tensor, token, head, i): a function of the case's seed alone. */
+static double value(uint64_t seed, int tensor, int t, int h, int i) {
+    uint64_t idx = (((uint64_t)t * 4096u + (uint64_t)h) * 4096u + (uint64_t)i);
+    return 2.0 * (double)(pl_rng_bits(seed, 0x100 + (uint64_t)tensor, idx) >> 11) / 9007199254740992.0 - 1.0;
+}
+
+static int chunks_of(int layout, int n) { return layout == L10_ZIGZAG ? 2 * n : n; }
+
+/* rank r's positions under the layout; returns the count */
+static int positions(int S, int n, int layout, int r, int *pos) {
+    int C = chunks_of(layout, n), ch[2] = {r, 2 * n - 1 - r}, m = layout == L10_ZIGZAG ? 2 : 1, k = 0;
+    for (int i = 0; i < m; i++)
+        for (int t = 0; t < l10_chunk_len(S, C, ch[i]); t++)
+            if (pos) pos[k++] = l10_chunk_start(S, C, ch[i]) + t;
+            else k++;
+    return k;
+}
+
+/* The float64 attention of this rank's tokens over the whole sequence. */
+static void reference(const l10_params *p, uint64_t seed, const int *pos, int rows, double *o, double *lse) {
+    int group = p->H / p->Hkv, d = p->d;
+    double scale = 1.0 / sqrt((double)d), *sc = malloc(((size_t)p->S + 1) * sizeof *sc);
+    PL_CHECK(sc != NULL, "out of host memory");
+    for (int i = 0; i < rows; i++)
+        for (int h = 0; h < p->H; h++) {
+            int kh = h / group, last = p->causal ? pos[i] : p->S - 1;
+            double m = -INFINITY, sum = 0;
+            for (int j = 0; j <= last; j++) {
+                double dot = 0;
+                for (int x = 0; x < d; x++)
+                    dot += Q_AMPLITUDE * value(seed, 0, pos[i], h, x) * value(seed, 1, j, kh, x);
+                sc[j] = scale * dot;
+                if (sc[j] > m) m = sc[j];
+            }
+            double *oi = o + ((size_t)i * p->H + h) * d;
+            for (int x = 0; x < d; x++) oi[x] = 0;
+            for (int j = 0; j <= last; j++) {
+                double w = exp(sc[j] - m);
+                sum += w;
+                for (int x = 0; x < d; x++) oi[x] += w * value(seed, 2, j, kh, x);
+            }
+            for (int x = 0; x < d; x++) oi[x] /= sum;
+            if (lse) lse[(size_t)i * p->H + h] = m + log(sum);
+        }
+    free(sc);
+}
+
+/* ---- merge inputs ------------------------------------------------------------------------ */
+
+/* Row r's two log-sum-exps of variant v (-INFINITY: that side saw no key). */
+static void merge_lses(int v, uint64_t seed, int r, double *a, double *b) {
+    double u = value(seed, 5, r, 0, 0), w = value(seed, 5, r, 0, 1);
+    *a = 3 * u, *b = 3 * w;
+    if (v == M_LARGE) *a = 200 + 50 * u, *b = 200 + 50 * w;
+    if (v == M_EMPTY_RUNNING) *a = -INFINITY;
+    if (v == M_EMPTY_BLOCK) *b = -INFINITY;
+    if (v == M_MIXED) {
+        int k = r % 5;
+        if (k == 1) *a = -INFINITY;
+        if (k == 2) *b = -INFINITY;
+        if (k == 3) *a = -INFINITY, *b = -INFINITY;
+        if (k == 4) *a = 150 + 40 * u, *b = *a - 30 * fabs(w);
+    }
+}
+
+static void setup_merge(drv_case *c, lab10_case *k) {
+    const l10_params *p = &k->p;
+    int R = p->rows, d = p->d;
+    float *o = drv_slot_new(c, "o", (size_t)R * d * sizeof(float), DRV_INOUT);
+    float *lse = drv_slot_new(c, "lse", (size_t)R * sizeof(float), DRV_INOUT);
+    float *ob = drv_slot_new(c, "ob", (size_t)R * d * sizeof(float), DRV_IN | DRV_CONST);
+    float *lb = drv_slot_new(c, "lb", (size_t)R * sizeof(float), DRV_IN | DRV_CONST);
+    k->o_ref = malloc(((size_t)R * d + 1) * sizeof(double));
+    k->lse_ref = malloc(((size_t)R + 1) * sizeof(double));
+    PL_CHECK(k->o_ref && k->lse_ref, "out of host memory");
+    uint64_t seed = k->seed ^ (uint64_t)c->rank * 0x9E3779B97F4A7C15ull;
+    for (int r = 0; r < R; r++) {
+        double a, b;
+        merge_lses(p->variant, seed, r, &a, &b);
+        lse[r] = (float)a, lb[r] = (float)b;
+        a = lse[r], b = lb[r]; /* the reference merges what the player gets */
+        double m = fmax(a, b), wa = a == -INFINITY ? 0 : exp(a - m), wb = b == -INFINITY ? 0 : exp(b - m);
+        for (int x = 0; x < d; x++) {
+            size_t i = (size_t)r * d + x;
+            o[i] = a == -INFINITY ? 0.0f : (float)value(seed, 3, r, 0, x);
+            ob[i] = b == -INFINITY ? 0.0f : (float)value(seed, 4, r, 0, x);
+            k->o_ref[i] = m == -INFINITY ? o[i] : (wa * o[i] + wb * ob[i]) / (wa + wb);
+        }
+        k->lse_ref[r] = m == -INFINITY ? -INFINITY : m + log(wa + wb);
+    }
+}
+
+/* ---- setup --------------------------------------------------------------------------- */
+
+static int expected_code(const l10_params *p, const l10_cfg *all, int n) {
+    for (int r = 1; r < n; r++)
+        if (memcmp(&all[r], &all[0], sizeof all[0]) != 0) return L10_ERR_MISMATCH;
+    const l10_cfg *f = &all[0];
+    if (f->seq < 1 || f->heads < 1 || f->kv_heads < 1 || f->head_dim < 1 || f->heads % f->kv_heads != 0 ||
+        (f->causal != 0 && f->causal != 1) || (f->layout != L10_CONTIGUOUS && f->layout != L10_ZIGZAG) ||
+        f->seq < chunks_of(f->layout, n))
+        return L10_ERR_SHAPE;
+    if (p->ulysses && (f->heads % n != 0 || f->kv_heads % n != 0)) return L10_ERR_HEADS;
+    return L10_OK;
+}
+
+static l10_cfg cfg_of(const l10_params *p, int rank) {
+    l10_cfg f = {p->S, p->H, p->Hkv, p->d, p->causal, p->layout, p->ulysses, 0};
+    if (p->kind == K_CONFIG && rank == 0) {
+        if (p->variant == CFG_MISMATCH) f.seq++;
+        if (p->variant == CFG_MISMATCH_SHAPE) f.head_dim = 0;
+    }
+    return f;
+}
+
+void lab10_setup(drv_case *c) {
+    lab10_case *k = drv_state(c, sizeof *k);
+    l10_params *p = &k->p;
+    l10_params_of(c, p);
+    int n = c->world;
+    k->seed = drv_case_seed(c, -1, 0);
+    k->cfg[0] = cfg_of(p, c->rank);
+    memcpy(drv_slot_new(c, "cfg", sizeof(l10_cfg), DRV_IN | DRV_CONST), &k->cfg[0], sizeof(l10_cfg));
+    drv_slot_new(c, "counted", L10_CNT_LEN * sizeof(double), DRV_OUT | DRV_ZEROED);
+    switch (p->kind) {
+    case K_MERGE: setup_merge(c, k); return;
+    case K_CONFIG: {
+        l10_cfg *all = malloc((size_t)n * sizeof *all);
+        PL_CHECK(all != NULL, "out of host memory");
+        for (int r = 0; r < n; r++) all[r] = cfg_of(p, r);
+        k->expect_code = expected_code(p, all, n);
+        free(all);
+        drv_slot_new(c, "code", sizeof(int32_t), DRV_OUT);
+        return;
+    }
+    default: break;
+    }
+    k->rows = malloc((size_t)n * sizeof(int));
+    k->pos = malloc(((size_t)l10_pos_cap(p->S, n) + 1) * sizeof(int));
+    PL_CHECK(k->rows && k->pos, "out of host memory");
+    for (int r = 0; r < n; r++) {
+        k->rows[r] = positions(p->S, n, p->layout, r, NULL);
+        if (k->rows[r] > k->maxrows) k->maxrows = k->rows[r];
+    }
+    int rows = positions(p->S, n, p->layout, c->rank, k->pos);
+    if (p->kind == K_POS) {
+        drv_slot_new(c, "pos", (size_t)l10_pos_cap(p->S, n) * sizeof(int32_t), DRV_OUT);
+        drv_slot_new(c, "count", sizeof(int32_t), DRV_OUT);
+        return;
+    }
+    size_t nq = (size_t)rows * p->H * p->d, nk = (size_t)rows * p->Hkv * p->d;
+    float *q = drv_slot_new(c, "q", nq * sizeof(float), DRV_IN | DRV_CONST);
+    float *kk = drv_slot_new(c, "k", nk * sizeof(float), DRV_IN | DRV_CONST);
+    float *v = drv_slot_new(c, "v", nk * sizeof(float), DRV_IN | DRV_CONST);
+    for (int i = 0; i < rows; i++) {
+        for (int h = 0; h < p->H; h++)
+            for (int x = 0; x < p->d; x++)
+                q[((size_t)i * p->H + h) * p->d + x] = (float)(Q_AMPLITUDE * value(k->seed, 0, k->pos[i], h, x));
+        for (int h = 0; h < p->Hkv; h++)
+            for (int x = 0; x < p->d; x++) {
+                size_t at = ((size_t)i * p->Hkv + h) * p->d + x;
+                kk[at] = (float)value(k->seed, 1, k->pos[i], h, x);
+                v[at] = (float)value(k->seed, 2, k->pos[i], h, x);
+            }
+    }
+    drv_slot_new(c, "o", nq * sizeof(float), DRV_OUT);
+    if (p->kind == K_RING) drv_slot_new(c, "lse", (size_t)rows * p->H * sizeof(float), DRV_OUT);
+}
+
+/* ---- checks ------------------------------------------------------------------------------- */
+
+/* o and lse against the reference; lse entries that must be -inf must be exactly that. */
+static void check_o_lse(drv_case *c, const float *o, const double *o_ref, size_t no, const float *lse,
+                        const double *lse_ref, size_t nl, const char *what) {
+    char name[96];
+    size_t bad = 0, first = 0, nfin = 0;
+    for (size_t i = 0; i < nl; i++) {
+        bool want_inf = lse_ref[i] == -INFINITY, got_inf = lse[i] == -INFINITY;
+        if (want_inf != got_inf && bad++ == 0) first = i;
+        nfin += !want_inf;
+    }
+    if (!drv_check_all(c, bad == 0, "%s: %zu log-sum-exp(s) are -inf where the other is not (first here [%zu]: got %g, expected %g)",
+                       what, bad, first, bad ? (double)lse[first] : 0.0, bad ? lse_ref[first] : 0.0))
+        return;
+    snprintf(name, sizeof name, "%s: o", what);
+    drv_check_tensor(c, name, o, o_ref, no, drv_tolerance());
+    float *gl = malloc((nfin + 1) * sizeof *gl);
+    double *wl = malloc((nfin + 1) * sizeof *wl);
+    PL_CHECK(gl && wl, "out of host memory");
+    size_t j = 0;
+    for (size_t i = 0; i < nl; i++)
+        if (lse_ref[i] != -INFINITY) gl[j] = lse[i], wl[j++] = lse_ref[i];
+    snprintf(name, sizeof name, "%s: lse", what);
+    drv_check_tensor(c, name, gl, wl, nfin, drv_tolerance());
+    free(gl);
+    free(wl);
+}
+
+/* The (query, key) pairs this rank must compute at least (every unmasked pair) and may
+ * compute at most (the chunk pairs with an unmasked pair, its own block whole). */
+static void work_bounds(const lab10_case *k, int rank, double *need, double *allow) {
+    const l10_params *p = &k->p;
+    int n = p->n, C = chunks_of(p->layout, n), m = p->layout == L10_ZIGZAG ? 2 : 1;
+    *need = 0, *allow = 0;
+    int mine[2] = {rank, 2 * n - 1 - rank};
+    for (int a = 0; a < m; a++) {
+        int qs = l10_chunk_start(p->S, C, mine[a]), ql = l10_chunk_len(p->S, C, mine[a]);
+        for (int t = 0; t < ql; t++) *need += p->causal ? qs + t + 1 : p->S;
+        for (int r = 0; r < n; r++) {
+            int theirs[2] = {r, 2 * n - 1 - r};
+            for (int b = 0; b < m; b++) {
+                int ks = l10_chunk_start(p->S, C, theirs[b]), kl = l10_chunk_len(p->S, C, theirs[b]);
+                bool needed = !p->causal || ks <= qs + ql - 1;
+                if (needed || r == rank) *allow += (double)ql * kl;
+            }
+        }
+    }
+    *need *= p->H, *allow *= p->H;
+}
+
+static void check_ring_work(drv_case *c, lab10_case *k, const double *counted) {
+    double need, allow, got = counted[L10_CNT_PAIRS];
+    work_bounds(k, c->rank, &need, &allow);
+    double worst = drv_max(got), total = drv_sum(got);
+    drv_num(c, "work_pairs", got);
+    drv_num(c, "work_imbalance", total > 0 ? worst / (total / c->world) : 0);
+    if (got < need)
+        drv_fail(c, "kern_flash_block computed %.0f (query, key) pairs on rank %d (the player's trace), fewer than "
+                 "the %.0f its queries attend to: every pair goes through kern_flash_block", got, c->rank, need);
+    else if (got > allow)
+        drv_fail(c, "kern_flash_block computed %.0f (query, key) pairs on rank %d (the player's trace); %s ring "
+                 "attention allows %.0f (chunk pairs with an unmasked pair, its own block whole)%s", got, c->rank,
+                 k->p.causal ? "causal" : "full", allow,
+                 k->p.causal ? ": a block above the causal diagonal was computed" : "");
+}
+
+/* Two key/value blocks (the one computed on and the one arriving), one block's output and
+ * log-sum-exp, every rank's positions: what the ring needs beside its inputs and outputs. */
+static double ring_memory_bound(const lab10_case *k, int rows) {
+    const l10_params *p = &k->p;
+    return 4.0 * (4.0 * k->maxrows * p->Hkv * p->d + (double)rows * p->H * (p->d + 1) + 2.0 * (p->S + 2 * p->n + 2)) +
+           256;
+}
+
+void lab10_check(drv_case *c) {
+    lab10_case *k = c->state;
+    const l10_params *p = &k->p;
+    const double *counted = drv_slot_host(c, "counted");
+    switch (p->kind) {
+    case K_MERGE:
+        check_o_lse(c, drv_slot_host(c, "o"), k->o_ref, (size_t)p->rows * p->d, drv_slot_host(c, "lse"), k->lse_ref,
+                    (size_t)p->rows, "cp_merge");
+        return;
+    case K_CONFIG: {
+        static const char *names[] = {"CP_OK", "CP_ERR_SHAPE", "CP_ERR_HEADS", "CP_ERR_MISMATCH"};
+        int32_t code;
+        memcpy(&code, drv_slot_host(c, "code"), sizeof code);
+        bool bad = code != k->expect_code;
+        if (drv_sum(bad) > 0 && bad)
+            drv_fail(c, "cp_config_check returned %d (%s) here, expected %s", code,
+                     code >= 0 && code <= 3 ? names[code] : "not a code", names[k->expect_code]);
+        return;
+    }
+    case K_POS: {
+        int32_t count;
+        memcpy(&count, drv_slot_host(c, "count"), sizeof count);
+        const int32_t *pos = drv_slot_host(c, "pos");
+        int rows = k->rows[c->rank];
+        if (!drv_check_all(c, count == rows, "cp_positions(rank %d) returned %d; the %s layout gives it %d tokens",
+                           c->rank, count, p->layout ? "zig-zag" : "contiguous", rows))
+            return;
+        int bad = -1;
+        for (int i = 0; i < rows && bad < 0; i++)
+            if (pos[i] != k->pos[i]) bad = i;
+        drv_check_all(c, bad < 0, "cp_positions(rank %d): position [%d] is %d, expected %d (the %s layout)", c->rank, bad,
+                      bad >= 0 ? pos[bad] : 0, bad >= 0 ? k->pos[bad] : 0, p->layout ? "zig-zag" : "contiguous");
+        return;
+    }
+    case K_RING:
+    case K_ULY: {
+        int rows = k->rows[c->rank];
+        size_t no = (size_t)rows * p->H * p->d, nl = (size_t)rows * p->H;
+        k->o_ref = malloc((no + 1) * sizeof(double));
+        k->lse_ref = malloc((nl + 1) * sizeof(double));
+        PL_CHECK(k->o_ref && k->lse_ref, "out of host memory");
+        reference(p, k->seed, k->pos, rows, k->o_ref, k->lse_ref);
+        if (p->kind == K_ULY) {
+            drv_check_tensor(c, "cp_ulysses_forward: o", drv_slot_host(c, "o"), k->o_ref, no, drv_tolerance());
+            return;
+        }
+        check_o_lse(c, drv_slot_host(c, "o"), k->o_ref, no, drv_slot_host(c, "lse"), k->lse_ref, nl, "cp_ring_forward");
+        check_ring_work(c, k, counted);
+        double extra = (double)(c->mem_peak - c->mem_before), bound = ring_memory_bound(k, rows);
+        drv_num(c, "extra_bytes", extra);
+        if (drv_check_all(c, extra <= bound,
+                          "cp_ring_forward allocated %.0f bytes at its peak on rank %d (the player's count); two "
+                          "key/value blocks, one block's output and the positions need %.0f: the sequence's keys "
+                          "were gathered?", extra, c->rank, bound))
+            return;
+        return;
+    }
+    }
+}
+
+/* ---- traffic ------------------------------------------------------------------------------- */
+
+void lab10_model(drv_case *c, drv_model *m) {
+    lab10_case *k = c->state;
+    const l10_params *p = &k->p;
+    int n = c->world, me = c->rank;
+    switch (p->kind) {
+    case K_MERGE:
+    case K_POS:
+        m->no_collectives = true, m->exact_p2p = true, m->p2p_msgs = 0, m->p2p_bytes = 0;
+        m->instead = "nothing: this function does not communicate";
+        return;
+    case K_CONFIG: return;
+    case K_RING: {
+        /* step t sends the block of rank (me - t) mod n, K and V, for t = 0 .. n - 2 */
+        double bytes = 0;
+        for (int t = 0; t + 1 < n; t++) bytes += 2.0 * k->rows[(me - t + n) % n] * p->Hkv * p->d * sizeof(float);
+        m->no_collectives = true, m->exact_p2p = true;
+        m->p2p_msgs = 2.0 * (n - 1), m->p2p_bytes = bytes;
+        m->no_leak = true;
+        return;
+    }
+    case K_ULY: {
+        /* q, k, v: this rank's tokens, each peer's heads, to each peer; o: each peer's
+         * tokens, this rank's heads, back to it */
+        double bytes = 0, w_in = (double)(p->H + 2 * p->Hkv) / n * p->d * sizeof(float);
+        for (int r = 0; r < n; r++)
+            if (r != me) bytes += k->rows[me] * w_in + (double)k->rows[r] * p->H / n * p->d * sizeof(float);
+        m->no_collectives = true, m->exact_p2p = true;
+        m->p2p_msgs = 4.0 * (n - 1), m->p2p_bytes = bytes;
+        m->no_leak = true;
+        return;
+    }
+    }
+}
+
+void lab10_teardown(drv_case *c) {
+    lab10_case *k = c->state;
+    if (!k) return;
+    free(k->rows);
+    free(k->pos);
+    free(k->o_ref);
+    free(k->lse_ref);
+}

@@ -1,0 +1,58 @@
+/* context.c - Lab 10: context parallelism (context.h: the API and every shape; README.md:
+ * the online softmax, the ring, the load balance, Ulysses, and what the grader counts).
+ *
+ * Allowed harness calls:
+ *   pl_send, pl_recv, pl_group_start/end            the ring and the all-to-alls
+ *   pl_allreduce                                     cp_config_check only
+ *   pl_malloc(_floats), pl_free, pl_upload, pl_download, pl_copy, pl_memset, pl_fill,
+ *   pl_stream_sync, pl_comm_rank/size
+ *   kern_flash_block, kern_flash_merge, kern_gather_rows
+ *
+ * Until you implement them the functions do nothing (outputs stay poisoned) and the grader
+ * reports the cases as wrong; nothing hangs.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "context.h"
+#include "kern_flash.h"  // defines: kern_flash_block, kern_flash_merge
+#include "kern_gather.h" // defines: kern_gather_rows
+
+/* 1. The online-softmax merge, on the host. Subtract the larger lse before exponentiating. */
+void cp_merge(float *o, float *lse, const float *o_blk, const float *lse_blk, int rows, int d) {
+    (void)o, (void)lse, (void)o_blk, (void)lse_blk, (void)rows, (void)d;
+    /* TODO */
+}
+
+/* 2. Chunk c of C has S / C tokens, one more for the first S % C; contiguous: rank r holds
+ *    chunk r; zig-zag: chunks r and 2n - 1 - r, in that order. */
+int cp_positions(const cp_config *c, int rank, int *pos) {
+    (void)c, (void)rank, (void)pos;
+    /* TODO */
+    return 0;
+}
+
+/* 3. Compare the fields over the ranks first (pl_allreduce of max and of -x), then check. */
+int cp_config_check(const cp_config *c, int ulysses) {
+    (void)c, (void)ulysses;
+    /* TODO */
+    return CP_OK;
+}
+
+/* 4. Ring attention: n steps; in step t compute against the block of rank (me - t) mod n
+ *    after posting the exchange of the next one (send what you hold to me + 1, receive
+ *    from me - 1, K and V, in one group); skip chunk pairs above the causal diagonal. */
+void cp_ring_forward(const cp_config *c, const float *q, const float *k, const float *v, float *o, float *lse,
+                     pl_stream *s) {
+    (void)c, (void)q, (void)k, (void)v, (void)o, (void)lse, (void)s;
+    /* TODO */
+}
+
+/* 5. Ulysses: all-to-all q, k, v from [Sl, H, d] to [S, H/n, d], attention over the whole
+ *    sequence on your heads, all-to-all o back. */
+void cp_ulysses_forward(const cp_config *c, const float *q, const float *k, const float *v, float *o,
+                        pl_stream *s) {
+    (void)c, (void)q, (void)k, (void)v, (void)o, (void)s;
+    /* TODO */
+}

@@ -1,0 +1,251 @@
+/* context.c - Lab 10 (solution): the online-softmax merge, the token layouts, ring
+ * attention (contiguous or zig-zag, causal blocks skipped, the next block's exchange posted
+ * before the current block's compute) and Ulysses. */
+#include "context.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kern_flash.h"  // defines: kern_flash_block, kern_flash_merge
+#include "kern_gather.h" // defines: kern_gather_rows
+
+/* ---- the merge (host) --------------------------------------------------------------- */
+
+void cp_merge(float *o, float *lse, const float *o_blk, const float *lse_blk, int rows, int d) {
+    for (int r = 0; r < rows; r++) {
+        float a = lse[r], b = lse_blk[r];
+        float *oi = o + (size_t)r * d;
+        const float *bi = o_blk + (size_t)r * d;
+        if (b == -INFINITY) continue;
+        if (a == -INFINITY) {
+            memcpy(oi, bi, (size_t)d * sizeof(float));
+            lse[r] = b;
+            continue;
+        }
+        float m = fmaxf(a, b), wa = expf(a - m), wb = expf(b - m), sum = wa + wb;
+        for (int i = 0; i < d; i++) oi[i] = (wa * oi[i] + wb * bi[i]) / sum;
+        lse[r] = m + logf(sum);
+    }
+}
+
+/* ---- layouts ------------------------------------------------------------------------ */
+
+static int chunks_of(const cp_config *c, int n) { return c->layout == CP_ZIGZAG ? 2 * n : n; }
+static int chunk_len(int S, int C, int i) { return S / C + (i < S % C); }
+static int chunk_start(int S, int C, int i) { return i * (S / C) + (i < S % C ? i : S % C); }
+
+/* The chunks rank r holds, in local order; returns how many (1 or 2). */
+static int chunks_of_rank(const cp_config *c, int n, int r, int out[2]) {
+    out[0] = r;
+    if (c->layout != CP_ZIGZAG) return 1;
+    out[1] = 2 * n - 1 - r;
+    return 2;
+}
+
+int cp_positions(const cp_config *c, int rank, int *pos) {
+    int n = pl_comm_size(c->comm), C = chunks_of(c, n), ch[2], m = chunks_of_rank(c, n, rank, ch), k = 0;
+    for (int i = 0; i < m; i++)
+        for (int t = 0; t < chunk_len(c->seq, C, ch[i]); t++) pos[k++] = chunk_start(c->seq, C, ch[i]) + t;
+    return k;
+}
+
+/* ---- the configuration -------------------------------------------------------------- */
+
+int cp_config_check(const cp_config *c, int ulysses) {
+    int n = pl_comm_size(c->comm);
+    /* every rank's fields, max and min (max of the negated): a rank that differs makes
+     * every rank say so */
+    enum { NF = 6 };
+    float v[2 * NF] = {(float)c->seq, (float)c->heads, (float)c->kv_heads, (float)c->head_dim, (float)c->causal,
+                       (float)c->layout};
+    for (int i = 0; i < NF; i++) v[NF + i] = -v[i];
+    float *buf = pl_malloc_floats(2 * NF);
+    pl_upload(buf, v, sizeof v);
+    pl_allreduce(buf, buf, 2 * NF, PL_MAX, c->comm, NULL);
+    float m[2 * NF];
+    pl_download(m, buf, sizeof m);
+    pl_free(buf);
+    for (int i = 0; i < NF; i++)
+        if (m[i] != -m[NF + i]) return CP_ERR_MISMATCH;
+    if (c->seq < 1 || c->heads < 1 || c->kv_heads < 1 || c->head_dim < 1 || c->heads % c->kv_heads != 0 ||
+        (c->causal != 0 && c->causal != 1) || (c->layout != CP_CONTIGUOUS && c->layout != CP_ZIGZAG) ||
+        c->seq < chunks_of(c, n))
+        return CP_ERR_SHAPE;
+    if (ulysses && (c->heads % n != 0 || c->kv_heads % n != 0)) return CP_ERR_HEADS;
+    return CP_OK;
+}
+
+/* ---- what every rank knows of every rank's tokens ------------------------------------ */
+
+typedef struct {
+    int n, me, S, maxrows;
+    int *rows, *off; /* [n]: each rank's local tokens, and where they start in the gathered order */
+    int *pos_h;      /* [S] host: every rank's positions, rank after rank                  */
+    int *pos_d;      /* [S] device copy                                                     */
+} cp_map;
+
+static void map_make(const cp_config *c, cp_map *m) {
+    m->n = pl_comm_size(c->comm), m->me = pl_comm_rank(c->comm), m->S = c->seq, m->maxrows = 0;
+    m->rows = malloc(2 * (size_t)m->n * sizeof(int));
+    m->off = m->rows + m->n;
+    m->pos_h = malloc((size_t)(m->S + 2 * m->n + 2) * sizeof(int));
+    int at = 0;
+    for (int r = 0; r < m->n; r++) {
+        m->off[r] = at;
+        m->rows[r] = cp_positions(c, r, m->pos_h + at);
+        at += m->rows[r];
+        if (m->rows[r] > m->maxrows) m->maxrows = m->rows[r];
+    }
+    m->pos_d = pl_malloc((size_t)m->S * sizeof(int));
+    pl_upload(m->pos_d, m->pos_h, (size_t)m->S * sizeof(int));
+}
+
+static void map_free(cp_map *m) {
+    pl_free(m->pos_d);
+    free(m->pos_h);
+    free(m->rows);
+}
+
+/* ---- ring attention ----------------------------------------------------------------- */
+
+/* Does any query of chunk qc see any key of chunk kc? (causal: the first key is not after
+ * the last query) */
+static bool chunk_pair_needed(const cp_config *c, int C, int qc, int kc) {
+    if (!c->causal) return true;
+    return chunk_start(c->seq, C, kc) <= chunk_start(c->seq, C, qc) + chunk_len(c->seq, C, qc) - 1;
+}
+
+/* This rank's queries against the block of rank `owner` (kb, vb), merged into (o, lse). */
+static void compute_block(const cp_config *c, const cp_map *m, int owner, const float *q, const float *kb,
+                          const float *vb, float *o, float *lse, float *ob, float *lb, pl_stream *s) {
+    int n = m->n, C = chunks_of(c, n), H = c->heads, Hkv = c->kv_heads, d = c->head_dim;
+    float scale = 1.0f / sqrtf((float)d);
+    int qch[2], kch[2], nqc = chunks_of_rank(c, n, m->me, qch), nkc = chunks_of_rank(c, n, owner, kch);
+    if (owner == m->me) { /* the diagonal block, whole: the mask does the rest */
+        kern_flash_block(ob, lb, q, kb, vb, m->pos_d + m->off[m->me], m->pos_d + m->off[owner], m->rows[m->me],
+                         m->rows[owner], H, Hkv, d, c->causal, scale, s);
+        kern_flash_merge(o, lse, ob, lb, m->rows[m->me] * H, d, s);
+        return;
+    }
+    /* the runs of query chunks and key chunks that are needed: with two chunks a side the
+     * needed pairs always form one contiguous run of queries against one of keys */
+    int q0 = -1, q1 = -1, k0 = -1, k1 = -1;
+    for (int a = 0; a < nqc; a++)
+        for (int b = 0; b < nkc; b++)
+            if (chunk_pair_needed(c, C, qch[a], kch[b])) {
+                if (q0 < 0 || a < q0) q0 = a;
+                if (a > q1) q1 = a;
+                if (k0 < 0 || b < k0) k0 = b;
+                if (b > k1) k1 = b;
+            }
+    if (q0 < 0) return; /* the whole block is above the diagonal */
+    int qoff = 0, koff = 0, nq = 0, nk = 0;
+    for (int a = 0; a < q0; a++) qoff += chunk_len(c->seq, C, qch[a]);
+    for (int a = q0; a <= q1; a++) nq += chunk_len(c->seq, C, qch[a]);
+    for (int b = 0; b < k0; b++) koff += chunk_len(c->seq, C, kch[b]);
+    for (int b = k0; b <= k1; b++) nk += chunk_len(c->seq, C, kch[b]);
+    size_t qrow = (size_t)H * d, krow = (size_t)Hkv * d;
+    kern_flash_block(ob, lb, q + qoff * qrow, kb + koff * krow, vb + koff * krow, m->pos_d + m->off[m->me] + qoff,
+                     m->pos_d + m->off[owner] + koff, nq, nk, H, Hkv, d, c->causal, scale, s);
+    kern_flash_merge(o + qoff * qrow, lse + (size_t)qoff * H, ob, lb, nq * H, d, s);
+}
+
+void cp_ring_forward(const cp_config *c, const float *q, const float *k, const float *v, float *o, float *lse,
+                     pl_stream *s) {
+    cp_map m;
+    map_make(c, &m);
+    int n = m.n, me = m.me, H = c->heads, d = c->head_dim, next = (me + 1) % n, prev = (me - 1 + n) % n;
+    size_t krow = (size_t)c->kv_heads * d, rows = (size_t)m.rows[me];
+    float *kv[2][2] = {{NULL, NULL}, {NULL, NULL}};
+    if (n > 1)
+        for (int b = 0; b < 2; b++)
+            for (int j = 0; j < 2; j++) kv[b][j] = pl_malloc_floats((size_t)m.maxrows * krow);
+    float *ob = pl_malloc_floats(rows * H * d), *lb = pl_malloc_floats(rows * H);
+    pl_fill(o, 0.0f, rows * H * d, s);
+    pl_fill(lse, -INFINITY, rows * H, s);
+    const float *kc = k, *vc = v;
+    for (int t = 0; t < n; t++) {
+        int owner = (me - t + n) % n, incoming = (me - t - 1 + 2 * n) % n;
+        float *kn = kv[t % 2][0], *vn = kv[t % 2][1];
+        if (t < n - 1) { /* the next block's exchange first: it overlaps this block's compute */
+            size_t out = (size_t)m.rows[owner] * krow, in = (size_t)m.rows[incoming] * krow;
+            pl_group_start();
+            pl_send(kc, out, next, c->comm, s);
+            pl_send(vc, out, next, c->comm, s);
+            pl_recv(kn, in, prev, c->comm, s);
+            pl_recv(vn, in, prev, c->comm, s);
+            pl_group_end();
+        }
+        compute_block(c, &m, owner, q, kc, vc, o, lse, ob, lb, s);
+        kc = kn, vc = vn;
+    }
+    pl_stream_sync(s); /* the scratch below is freed at once */
+    pl_free(ob);
+    pl_free(lb);
+    for (int b = 0; b < 2; b++)
+        for (int j = 0; j < 2; j++) pl_free(kv[b][j]);
+    map_free(&m);
+}
+
+/* ---- Ulysses ------------------------------------------------------------------------ */
+
+/* One all-to-all from point-to-point calls: send block p (send_rows[p] rows of width
+ * floats at send + soff[p] rows) to rank p, receive block p into recv + roff[p] rows. */
+static void alltoall_rows(const float *send, const int *send_rows, const int *soff, float *recv, const int *recv_rows,
+                          const int *roff, size_t width, const cp_map *m, pl_comm *comm, pl_stream *s) {
+    pl_copy(recv + (size_t)roff[m->me] * width, send + (size_t)soff[m->me] * width,
+            (size_t)send_rows[m->me] * width * sizeof(float), s);
+    pl_group_start();
+    for (int p = 0; p < m->n; p++) {
+        if (p == m->me) continue;
+        pl_send(send + (size_t)soff[p] * width, (size_t)send_rows[p] * width, p, comm, s);
+        pl_recv(recv + (size_t)roff[p] * width, (size_t)recv_rows[p] * width, p, comm, s);
+    }
+    pl_group_end();
+}
+
+void cp_ulysses_forward(const cp_config *c, const float *q, const float *k, const float *v, float *o,
+                        pl_stream *s) {
+    cp_map m;
+    map_make(c, &m);
+    int n = m.n, me = m.me, S = c->seq, d = c->head_dim, Hn = c->heads / n, Hkvn = c->kv_heads / n;
+    int rows = m.rows[me];
+    /* this rank's tokens as [rows * n, heads/n * d]: row t * n + p is token t's heads of
+     * rank p. Packed by destination: [n][rows][heads/n * d], block p for rank p. */
+    int *idx_h = malloc((size_t)rows * n * sizeof(int)), *mine = malloc(2 * (size_t)n * sizeof(int));
+    int *moff = mine + n;
+    for (int p = 0; p < n; p++)
+        for (int t = 0; t < rows; t++) idx_h[p * rows + t] = t * n + p;
+    for (int p = 0; p < n; p++) mine[p] = rows, moff[p] = p * rows;
+    int *idx = pl_malloc((size_t)rows * n * sizeof(int) + 1);
+    pl_upload(idx, idx_h, (size_t)rows * n * sizeof(int));
+    size_t wq = (size_t)Hn * d, wk = (size_t)Hkvn * d;
+    float *pack = pl_malloc_floats((size_t)rows * n * wq);
+    float *qg = pl_malloc_floats((size_t)S * wq), *kg = pl_malloc_floats((size_t)S * wk),
+          *vg = pl_malloc_floats((size_t)S * wk), *og = pl_malloc_floats((size_t)S * wq),
+          *lg = pl_malloc_floats((size_t)S * Hn);
+    const float *src[3] = {q, k, v};
+    float *dst[3] = {qg, kg, vg};
+    for (int i = 0; i < 3; i++) {
+        size_t w = i == 0 ? wq : wk;
+        kern_gather_rows(pack, src[i], idx, rows * n, (int)w, s);
+        alltoall_rows(pack, mine, moff, dst[i], m.rows, m.off, w, &m, c->comm, s);
+    }
+    kern_flash_block(og, lg, qg, kg, vg, m.pos_d, m.pos_d, S, S, Hn, Hkvn, d, c->causal, 1.0f / sqrtf((float)d), s);
+    /* back: block p of the gathered output (rank p's tokens) to rank p; receive [n][rows]
+     * and put row p * rows + t at token t's heads of rank p */
+    alltoall_rows(og, m.rows, m.off, pack, mine, moff, wq, &m, c->comm, s);
+    for (int p = 0; p < n; p++)
+        for (int t = 0; t < rows; t++) idx_h[t * n + p] = p * rows + t;
+    pl_stream_sync(s); /* idx is still read by the first gathers */
+    pl_upload(idx, idx_h, (size_t)rows * n * sizeof(int));
+    kern_gather_rows(o, pack, idx, rows * n, (int)wq, s);
+    pl_stream_sync(s);
+    pl_free(idx);
+    pl_free(pack);
+    pl_free(qg), pl_free(kg), pl_free(vg), pl_free(og), pl_free(lg);
+    free(idx_h);
+    free(mine);
+    map_free(&m);
+}
