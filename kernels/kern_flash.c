@@ -59,6 +59,35 @@ void kern_flash_merge_ref(float *o, float *lse, const float *o_blk, const float 
     }
 }
 
+void kern_flash_block_backward_ref(float *dq, float *dk, float *dv, const float *q, const float *k, const float *v,
+                                   const float *o, const float *lse, const float *dout, const int *q_pos,
+                                   const int *k_pos, int nq, int nk, int H, int Hkv, int d, int causal, float scale) {
+    int group = Hkv > 0 ? H / Hkv : 1;
+    for (int i = 0; i < nq; i++)
+        for (int h = 0; h < H; h++) {
+            size_t row = (size_t)i * H + h;
+            const float *qi = q + row * d, *oi = o + row * d, *gi = dout + row * d;
+            float *dqi = dq + row * d, L = lse[row];
+            if (L == -INFINITY) continue; /* the row saw no key anywhere: no gradient */
+            int kh = h / group;
+            float D = 0.0f;
+            for (int c = 0; c < d; c++) D += gi[c] * oi[c];
+            for (int j = 0; j < nk; j++) {
+                if (causal && k_pos[j] > q_pos[i]) continue;
+                size_t kr = ((size_t)j * Hkv + kh) * d;
+                const float *kj = k + kr, *vj = v + kr;
+                float dot = 0.0f, dp = 0.0f;
+                for (int c = 0; c < d; c++) dot += qi[c] * kj[c], dp += gi[c] * vj[c];
+                float p = expf(scale * dot - L), ds = p * (dp - D) * scale;
+                for (int c = 0; c < d; c++) {
+                    dqi[c] += ds * kj[c];
+                    dk[kr + c] += ds * qi[c];
+                    dv[kr + c] += p * gi[c];
+                }
+            }
+        }
+}
+
 double kern_flash_pair_flops(int d) { return 4.0 * d + 2 * KERN_TRANSCENDENTAL; }
 
 void kern_flash_block_cost(int nq, int nk, int H, int Hkv, int d, double *bytes, double *flops) {
@@ -69,6 +98,15 @@ void kern_flash_block_cost(int nq, int nk, int H, int Hkv, int d, double *bytes,
     *flops = (double)nq * nk * H * kern_flash_pair_flops(d);
 }
 
+double kern_flash_backward_pair_flops(int d) { return 10.0 * d + KERN_TRANSCENDENTAL + 3; }
+
+void kern_flash_backward_cost(int nq, int nk, int H, int Hkv, int d, double *bytes, double *flops) {
+    /* q, o, dout read and dq read and written, lse; k, v read and dk, dv read and written
+     * once per kv head; per pair two dot products, an exp and three accumulations */
+    *bytes = 4.0 * ((double)nq * H * (5.0 * d + 1) + (double)nk * Hkv * 6.0 * d + nq + nk);
+    *flops = (double)nq * nk * H * kern_flash_backward_pair_flops(d);
+}
+
 void kern_flash_merge_cost(int rows, int d, double *bytes, double *flops) {
     *bytes = 4.0 * rows * (3.0 * d + 3);
     *flops = (double)rows * (3.0 * d + 3 * KERN_TRANSCENDENTAL);
@@ -76,6 +114,9 @@ void kern_flash_merge_cost(int rows, int d, double *bytes, double *flops) {
 
 KERN_THUNK(flash_block, kern_flash_block_ref, float *, float *, const float *, const float *, const float *,
            const int *, const int *, int, int, int, int, int, int, float)
+KERN_THUNK(flash_backward, kern_flash_block_backward_ref, float *, float *, float *, const float *, const float *,
+           const float *, const float *, const float *, const float *, const int *, const int *, int, int, int, int,
+           int, int, float)
 KERN_THUNK(flash_merge, kern_flash_merge_ref, float *, float *, const float *, const float *, int, int)
 
 void kern_flash_block(float *o, float *lse, const float *q, const float *k, const float *v, const int *q_pos,
@@ -94,4 +135,15 @@ void kern_flash_merge(float *o, float *lse, const float *o_blk, const float *lse
     kern_flash_merge_cost(rows, d, &bytes, &flops);
     KERN_DISPATCH("flash_merge", bytes, flops, kern_flash_merge_cuda(o, lse, o_blk, lse_blk, rows, d, s),
                   flash_merge, o, lse, o_blk, lse_blk, rows, d);
+}
+
+void kern_flash_block_backward(float *dq, float *dk, float *dv, const float *q, const float *k, const float *v,
+                               const float *o, const float *lse, const float *dout, const int *q_pos, const int *k_pos,
+                               int nq, int nk, int H, int Hkv, int d, int causal, float scale, pl_stream *s) {
+    double bytes, flops;
+    kern_flash_backward_cost(nq, nk, H, Hkv, d, &bytes, &flops);
+    KERN_DISPATCH("flash_block_bwd", bytes, flops,
+                  kern_flash_block_backward_cuda(dq, dk, dv, q, k, v, o, lse, dout, q_pos, k_pos, nq, nk, H, Hkv, d,
+                                                 causal, scale, s),
+                  flash_backward, dq, dk, dv, q, k, v, o, lse, dout, q_pos, k_pos, nq, nk, H, Hkv, d, causal, scale);
 }

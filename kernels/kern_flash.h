@@ -20,8 +20,19 @@
  *                      o = (w o + w_b o_blk) / (w + w_b),  lse = m + log(w + w_b);
  *                    a side at -INFINITY contributes nothing. rows = nq * H rows of d.
  *
- * The work of a kern_flash_block call, as the trace counts it, is nq * nk * H (query,
- * key) pairs whatever the mask: a GPU computes the masked part of a tile too, so a
+ * kern_flash_block_backward: the gradients of the attention of the query block over the
+ *                    WHOLE key set, restricted to this key block: with the final (o, lse)
+ *                    of each query row (after every block was merged) and its output
+ *                    gradient dout, P = exp(scale q.k - lse) is the row's final
+ *                    probability of each key of the block, and
+ *                      D = dout . o (per row),  dP = dout . v,  dS = P (dP - D),
+ *                      dq += scale dS k,  dk += scale dS^T q,  dv += P^T dout
+ *                    (ACCUMULATED, +=; dk and dv sum over the query heads sharing a kv
+ *                    head). Summed over all key blocks, dq is the whole gradient; summed
+ *                    over all query blocks, dk and dv are.
+ *
+ * The work of a kern_flash_block (or _backward) call, as the trace counts it, is
+ * nq * nk * H (query, key) pairs whatever the mask: a GPU computes the masked part of a tile too, so a
  * block entirely above the causal diagonal is work a ring attention must skip.
  * Three entry points per function, as in every kernels/ family.
  */
@@ -43,6 +54,18 @@ void kern_flash_block(float *o,          /* [nq, H, d]   */
                       const int *k_pos,  /* [nk]         */
                       int nq, int nk, int H, int Hkv, int d, int causal, float scale, pl_stream *s);
 
+void kern_flash_block_backward(float *dq,         /* [nq, H, d]   (+=) */
+                               float *dk,         /* [nk, Hkv, d] (+=) */
+                               float *dv,         /* [nk, Hkv, d] (+=) */
+                               const float *q,    /* [nq, H, d]   */
+                               const float *k,    /* [nk, Hkv, d] */
+                               const float *v,    /* [nk, Hkv, d] */
+                               const float *o,    /* [nq, H, d]: the final output */
+                               const float *lse,  /* [nq, H]: the final log-sum-exp */
+                               const float *dout, /* [nq, H, d]   */
+                               const int *q_pos, const int *k_pos, int nq, int nk, int H, int Hkv, int d, int causal,
+                               float scale, pl_stream *s);
+
 void kern_flash_merge(float *o,             /* [rows, d] */
                       float *lse,           /* [rows]    */
                       const float *o_blk,   /* [rows, d] */
@@ -54,19 +77,28 @@ void kern_flash_merge(float *o,             /* [rows, d] */
  * (query, key) pair, so a call's pairs are its flops divided by it. */
 void kern_flash_block_cost(int nq, int nk, int H, int Hkv, int d, double *bytes, double *flops);
 void kern_flash_merge_cost(int rows, int d, double *bytes, double *flops);
+void kern_flash_backward_cost(int nq, int nk, int H, int Hkv, int d, double *bytes, double *flops);
 double kern_flash_pair_flops(int d);
+double kern_flash_backward_pair_flops(int d);
 
 void kern_flash_block_ref(float *o, float *lse, const float *q, const float *k, const float *v,
                           const int *q_pos, const int *k_pos, int nq, int nk, int H, int Hkv, int d,
                           int causal, float scale);
 void kern_flash_merge_ref(float *o, float *lse, const float *o_blk, const float *lse_blk, int rows,
                           int d);
+void kern_flash_block_backward_ref(float *dq, float *dk, float *dv, const float *q, const float *k, const float *v,
+                                   const float *o, const float *lse, const float *dout, const int *q_pos,
+                                   const int *k_pos, int nq, int nk, int H, int Hkv, int d, int causal, float scale);
 #ifdef PL_HAVE_CUDA
 void kern_flash_block_cuda(float *o, float *lse, const float *q, const float *k, const float *v,
                            const int *q_pos, const int *k_pos, int nq, int nk, int H, int Hkv, int d,
                            int causal, float scale, pl_stream *s);
 void kern_flash_merge_cuda(float *o, float *lse, const float *o_blk, const float *lse_blk, int rows,
                            int d, pl_stream *s);
+void kern_flash_block_backward_cuda(float *dq, float *dk, float *dv, const float *q, const float *k, const float *v,
+                                    const float *o, const float *lse, const float *dout, const int *q_pos,
+                                    const int *k_pos, int nq, int nk, int H, int Hkv, int d, int causal, float scale,
+                                    pl_stream *s);
 #endif
 
 #ifdef __cplusplus

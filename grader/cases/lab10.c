@@ -10,6 +10,10 @@
  *                lengths: o and lse against the float64 attention of the whole sequence;
  *                the K/V blocks' traffic exact; the kernel's work within the causal
  *                bounds; the extra memory within two blocks
+ *   ring_bwd.*   cp_ring_backward, both layouts, causal (two lengths) and full, MHA and GQA:
+ *                dq, dk, dv against the float64 gradients of the whole sequence's
+ *                attention; traffic exact (K and V n - 1 times, dK and dV n times); work,
+ *                order and memory as the forward's
  *   ulysses.*    cp_ulysses_forward, both layouts, causal and full, MHA and GQA: o, and the
  *                four all-to-alls' traffic exact
  * The referee (grader/referee/lab10.c) makes every token's q, k, v from a seed only
@@ -32,7 +36,8 @@ void l10_params_of(const drv_case *c, l10_params *p) {
     p->n = c->world, p->d = L10.head_dim, p->rows = L10.merge_rows;
     int n = p->n;
     switch (p->kind) {
-    case K_RING: p->H = p->gqa ? 6 : 4, p->Hkv = p->gqa ? 2 : 4; break;
+    case K_RING:
+    case K_RING_BWD: p->H = p->gqa ? 6 : 4, p->Hkv = p->gqa ? 2 : 4; break;
     case K_ULY: p->H = 2 * n, p->Hkv = p->gqa ? n : 2 * n, p->ulysses = 1; break;
     case K_POS: p->H = 1, p->Hkv = 1; break;
     case K_CONFIG: {
@@ -91,6 +96,12 @@ static void plan(const drv_test *t, drv_plan *pp) {
     for (int l = 0; l < 2; l++)
         for (int causal = 1; causal >= 0; causal--)
             for (int gqa = 0; gqa < 2; gqa++)
+                for (int i = 1 - causal; i < 2; i++) /* full attention at the long length only */
+                    add(pp, t, "ring_backward", K_RING_BWD, 0, l, causal, gqa, lens[i], "ring_bwd.%s.%s.%s.S%d",
+                        LAYOUTS[l], causal ? "causal" : "full", gqa ? "gqa" : "mha", lens[i]);
+    for (int l = 0; l < 2; l++)
+        for (int causal = 1; causal >= 0; causal--)
+            for (int gqa = 0; gqa < 2; gqa++)
                 add(pp, t, "ulysses", K_ULY, 0, l, causal, gqa, lens[1], "ulysses.%s.%s.%s.S%d", LAYOUTS[l],
                     causal ? "causal" : "full", gqa ? "gqa" : "mha", lens[1]);
 }
@@ -110,7 +121,7 @@ static const drv_flag FLAGS[] = {
 
 static const drv_lab LAB = {
     .name = "10-context",
-    .title = "Lab 10: context parallelism (the online-softmax merge, ring attention contiguous and zig-zag, Ulysses)",
+    .title = "Lab 10: context parallelism (the online-softmax merge, ring attention forward and backward, contiguous and zig-zag, Ulysses)",
     .flags = FLAGS,
     .tests = TESTS,
     .player_init = DRV_P(lab10_player_init),

@@ -12,6 +12,8 @@
  *   config      "code" int32 (OUT)
  *   ring        "q" [Sl, H, d], "k" "v" [Sl, Hkv, d] (IN const); "o" [Sl, H, d], "lse" [Sl, H] (OUT)
  *   ulysses     "q" "k" "v" as the ring's (IN const); "o" [Sl, H, d] (OUT)
+ *   ring_bwd    "q" "k" "v", "o" "lse" (the float64 forward, rounded), "dout" [Sl, H, d]
+ *               (IN const); "dq" [Sl, H, d], "dk" "dv" [Sl, Hkv, d] (OUT)
  * Every input of a rank is its own tokens' (from the case's seed, which only referees
  * know); the reference of the whole sequence is the referee's.
  */
@@ -30,7 +32,7 @@ typedef struct {
 } lab10_flags;
 extern lab10_flags L10;
 
-typedef enum { K_MERGE, K_POS, K_CONFIG, K_RING, K_ULY } l10_kind;
+typedef enum { K_MERGE, K_POS, K_CONFIG, K_RING, K_ULY, K_RING_BWD } l10_kind;
 enum { M_RANDOM, M_LARGE, M_EMPTY_RUNNING, M_EMPTY_BLOCK, M_MIXED, M_COUNT };
 enum {
     CFG_OK, CFG_SEQ0, CFG_HEADS_KV, CFG_DIM0, CFG_CAUSAL2, CFG_LAYOUT2, CFG_SEQ_CHUNKS, CFG_ULY_OK, CFG_ULY_HEADS,
@@ -56,7 +58,9 @@ typedef struct {
 } l10_cfg;
 
 /* "counted": what the player's trace saw of its kernels during play() */
-enum { L10_CNT_PAIRS, L10_CNT_BLOCKS, L10_CNT_MERGE_ROWS, L10_CNT_LEN };
+/* (L10_CNT_EARLY: kern_flash_block or _backward calls recorded before the call's first
+ * receive; L10_CNT_BWD_PAIRS: kern_flash_block_backward's pairs) */
+enum { L10_CNT_PAIRS, L10_CNT_BLOCKS, L10_CNT_MERGE_ROWS, L10_CNT_EARLY, L10_CNT_BWD_PAIRS, L10_CNT_LEN };
 
 /* The layout (both sides agree with context.h): chunk i of C, and rank r's positions. */
 static inline int l10_chunk_len(int S, int C, int i) { return S / C + (i < S % C); }

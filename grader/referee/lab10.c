@@ -191,8 +191,77 @@ void lab10_setup(drv_case *c) {
                 v[at] = (float)value(k->seed, 2, k->pos[i], h, x);
             }
     }
+    if (p->kind == K_RING_BWD) { /* the forward's o and lse (float64, rounded), and dout */
+        size_t nl = (size_t)rows * p->H;
+        double *o64 = malloc((nq + 1) * sizeof *o64), *l64 = malloc((nl + 1) * sizeof *l64);
+        PL_CHECK(o64 && l64, "out of host memory");
+        reference(p, k->seed, k->pos, rows, o64, l64);
+        float *o = drv_slot_new(c, "o", nq * sizeof(float), DRV_IN | DRV_CONST);
+        float *lse = drv_slot_new(c, "lse", nl * sizeof(float), DRV_IN | DRV_CONST);
+        float *g = drv_slot_new(c, "dout", nq * sizeof(float), DRV_IN | DRV_CONST);
+        for (size_t i = 0; i < nq; i++) o[i] = (float)o64[i];
+        for (size_t i = 0; i < nl; i++) lse[i] = (float)l64[i];
+        for (int i = 0; i < rows; i++)
+            for (int h = 0; h < p->H; h++)
+                for (int x = 0; x < p->d; x++) g[((size_t)i * p->H + h) * p->d + x] = (float)value(k->seed, 6, k->pos[i], h, x);
+        free(o64);
+        free(l64);
+        drv_slot_new(c, "dq", nq * sizeof(float), DRV_OUT);
+        drv_slot_new(c, "dk", nk * sizeof(float), DRV_OUT);
+        drv_slot_new(c, "dv", nk * sizeof(float), DRV_OUT);
+        return;
+    }
     drv_slot_new(c, "o", nq * sizeof(float), DRV_OUT);
     if (p->kind == K_RING) drv_slot_new(c, "lse", (size_t)rows * p->H * sizeof(float), DRV_OUT);
+}
+
+/* The float64 gradients of loss = sum(o * dout) over the whole sequence: dq of this rank's
+ * queries, dk and dv of its keys (every query of the sequence that sees them). */
+static void reference_backward(const l10_params *p, uint64_t seed, const int *pos, int rows, double *dq, double *dk,
+                               double *dv) {
+    int S = p->S, H = p->H, Hkv = p->Hkv, d = p->d, group = H / Hkv;
+    double scale = 1.0 / sqrt((double)d);
+    int *all = calloc((size_t)S + 1, sizeof *all);
+    double *o = malloc(((size_t)S * H * d + 1) * sizeof *o), *lse = malloc(((size_t)S * H + 1) * sizeof *lse);
+    PL_CHECK(all && o && lse, "out of host memory");
+    for (int i = 0; i < S; i++) all[i] = i;
+    reference(p, seed, all, S, o, lse); /* every query's (o, lse) */
+    memset(dq, 0, (size_t)rows * H * d * sizeof *dq);
+    memset(dk, 0, (size_t)rows * Hkv * d * sizeof *dk);
+    memset(dv, 0, (size_t)rows * Hkv * d * sizeof *dv);
+    /* one (query position i, head h, key position j) term: P, and dS = P (dP - D) scale */
+    for (int i = 0; i < S; i++)
+        for (int h = 0; h < H; h++) {
+            int kh = h / group;
+            double D = 0;
+            for (int x = 0; x < d; x++) D += value(seed, 6, i, h, x) * o[((size_t)i * H + h) * d + x];
+            int mine_q = -1;
+            for (int r = 0; r < rows; r++)
+                if (pos[r] == i) mine_q = r;
+            for (int r = -1; r < rows; r++) { /* r = -1: this rank's query i against every key; else key pos[r] */
+                int j0 = r < 0 ? 0 : pos[r], j1 = r < 0 ? S - 1 : pos[r];
+                if (r < 0 && mine_q < 0) continue;
+                for (int j = j0; j <= j1; j++) {
+                    if (p->causal && j > i) continue;
+                    double dot = 0, dp = 0;
+                    for (int x = 0; x < d; x++) {
+                        dot += Q_AMPLITUDE * value(seed, 0, i, h, x) * value(seed, 1, j, kh, x);
+                        dp += value(seed, 6, i, h, x) * value(seed, 2, j, kh, x);
+                    }
+                    double P = exp(scale * dot - lse[(size_t)i * H + h]), ds = P * (dp - D) * scale;
+                    for (int x = 0; x < d; x++) {
+                        if (r < 0) dq[((size_t)mine_q * H + h) * d + x] += ds * value(seed, 1, j, kh, x);
+                        else {
+                            dk[((size_t)r * Hkv + kh) * d + x] += ds * Q_AMPLITUDE * value(seed, 0, i, h, x);
+                            dv[((size_t)r * Hkv + kh) * d + x] += P * value(seed, 6, i, h, x);
+                        }
+                    }
+                }
+            }
+        }
+    free(all);
+    free(o);
+    free(lse);
 }
 
 /* ---- checks ------------------------------------------------------------------------------- */
@@ -247,27 +316,46 @@ static void work_bounds(const lab10_case *k, int rank, double *need, double *all
 }
 
 static void check_ring_work(drv_case *c, lab10_case *k, const double *counted) {
-    double need, allow, got = counted[L10_CNT_PAIRS];
+    bool bwd = k->p.kind == K_RING_BWD;
+    const char *kern = bwd ? "kern_flash_block_backward" : "kern_flash_block";
+    double need, allow, got = counted[bwd ? L10_CNT_BWD_PAIRS : L10_CNT_PAIRS];
     work_bounds(k, c->rank, &need, &allow);
     double worst = drv_max(got), total = drv_sum(got);
     drv_num(c, "work_pairs", got);
     drv_num(c, "work_imbalance", total > 0 ? worst / (total / c->world) : 0);
     if (got < need)
-        drv_fail(c, "kern_flash_block computed %.0f (query, key) pairs on rank %d (the player's trace), fewer than "
-                 "the %.0f its queries attend to: every pair goes through kern_flash_block", got, c->rank, need);
+        drv_fail(c, "%s computed %.0f (query, key) pairs on rank %d (the player's trace), fewer than the %.0f its "
+                 "queries attend to: every pair goes through %s", kern, got, c->rank, need, kern);
     else if (got > allow)
-        drv_fail(c, "kern_flash_block computed %.0f (query, key) pairs on rank %d (the player's trace); %s ring "
-                 "attention allows %.0f (chunk pairs with an unmasked pair, its own block whole)%s", got, c->rank,
+        drv_fail(c, "%s computed %.0f (query, key) pairs on rank %d (the player's trace); %s ring attention allows "
+                 "%.0f (chunk pairs with an unmasked pair, its own block whole)%s", kern, got, c->rank,
                  k->p.causal ? "causal" : "full", allow,
                  k->p.causal ? ": a block above the causal diagonal was computed" : "");
 }
 
-/* Two key/value blocks (the one computed on and the one arriving), one block's output and
- * log-sum-exp, every rank's positions: what the ring needs beside its inputs and outputs. */
+/* Forward: two key/value blocks (the one computed on and the one arriving), one block's
+ * output and log-sum-exp, every rank's positions: what the ring needs beside its inputs
+ * and outputs. Backward: two key/value blocks and two of their gradients, the positions. */
 static double ring_memory_bound(const lab10_case *k, int rows) {
     const l10_params *p = &k->p;
+    if (p->kind == K_RING_BWD) return 4.0 * (8.0 * k->maxrows * p->Hkv * p->d + 2.0 * (p->S + 2 * p->n + 2)) + 256;
     return 4.0 * (4.0 * k->maxrows * p->Hkv * p->d + (double)rows * p->H * (p->d + 1) + 2.0 * (p->S + 2 * p->n + 2)) +
            256;
+}
+
+/* What the ring's forward and backward share: work, order, memory. */
+static void check_ring_costs(drv_case *c, lab10_case *k, const double *counted, int rows, const char *fn) {
+    check_ring_work(c, k, counted);
+    double early = counted[L10_CNT_EARLY];
+    drv_check_all(c, c->world == 1 || early == 0,
+                  "overlap: the block kernel ran %.0f time(s) on rank %d before the first receive was posted (the "
+                  "player's trace): post the next block's exchange before computing the current one", early, c->rank);
+    double extra = (double)(c->mem_peak - c->mem_before), bound = ring_memory_bound(k, rows);
+    drv_num(c, "extra_bytes", extra);
+    drv_check_all(c, extra <= bound,
+                  "%s allocated %.0f bytes at its peak on rank %d (the player's count); two key/value blocks%s and the "
+                  "positions need %.0f: the sequence's keys were gathered?", fn, extra, c->rank,
+                  k->p.kind == K_RING_BWD ? ", two of their gradients" : ", one block's output", bound);
 }
 
 void lab10_check(drv_case *c) {
@@ -317,14 +405,20 @@ void lab10_check(drv_case *c) {
             return;
         }
         check_o_lse(c, drv_slot_host(c, "o"), k->o_ref, no, drv_slot_host(c, "lse"), k->lse_ref, nl, "cp_ring_forward");
-        check_ring_work(c, k, counted);
-        double extra = (double)(c->mem_peak - c->mem_before), bound = ring_memory_bound(k, rows);
-        drv_num(c, "extra_bytes", extra);
-        if (drv_check_all(c, extra <= bound,
-                          "cp_ring_forward allocated %.0f bytes at its peak on rank %d (the player's count); two "
-                          "key/value blocks, one block's output and the positions need %.0f: the sequence's keys "
-                          "were gathered?", extra, c->rank, bound))
-            return;
+        check_ring_costs(c, k, counted, rows, "cp_ring_forward");
+        return;
+    }
+    case K_RING_BWD: {
+        int rows = k->rows[c->rank];
+        size_t nq = (size_t)rows * p->H * p->d, nk = (size_t)rows * p->Hkv * p->d;
+        double *dq = malloc((nq + 1) * sizeof *dq), *dk = malloc((nk + 1) * sizeof *dk), *dv = malloc((nk + 1) * sizeof *dv);
+        PL_CHECK(dq && dk && dv, "out of host memory");
+        reference_backward(p, k->seed, k->pos, rows, dq, dk, dv);
+        drv_check_tensor(c, "cp_ring_backward: dq", drv_slot_host(c, "dq"), dq, nq, drv_tolerance());
+        drv_check_tensor(c, "cp_ring_backward: dk", drv_slot_host(c, "dk"), dk, nk, drv_tolerance());
+        drv_check_tensor(c, "cp_ring_backward: dv", drv_slot_host(c, "dv"), dv, nk, drv_tolerance());
+        free(dq), free(dk), free(dv);
+        check_ring_costs(c, k, counted, rows, "cp_ring_backward");
         return;
     }
     }
@@ -349,6 +443,17 @@ void lab10_model(drv_case *c, drv_model *m) {
         for (int t = 0; t + 1 < n; t++) bytes += 2.0 * k->rows[(me - t + n) % n] * p->Hkv * p->d * sizeof(float);
         m->no_collectives = true, m->exact_p2p = true;
         m->p2p_msgs = 2.0 * (n - 1), m->p2p_bytes = bytes;
+        m->no_leak = true;
+        return;
+    }
+    case K_RING_BWD: {
+        /* K and V as the forward's (the block of rank me - t in step t < n - 1), and every
+         * block's dK and dV once around: n sends each, one per block of the sequence */
+        double kv = 0, w = (double)p->Hkv * p->d * sizeof(float);
+        for (int t = 0; t + 1 < n; t++) kv += 2.0 * k->rows[(me - t + n) % n] * w;
+        m->no_collectives = true, m->exact_p2p = true;
+        m->p2p_msgs = n > 1 ? 2.0 * (n - 1) + 2.0 * n : 0;
+        m->p2p_bytes = n > 1 ? kv + 2.0 * p->S * w : 0;
         m->no_leak = true;
         return;
     }

@@ -47,12 +47,12 @@
         }                                                                                       \
     } while (0)
 
-/* KERN_THUNK(tag, fn, T1, ..., Tn), n = 1..14: the argument record and its runner. */
+/* KERN_THUNK(tag, fn, T1, ..., Tn), n = 1..18: the argument record and its runner. */
 #define KERN_THUNK(tag, fn, ...) KERN_CAT_(KERN_THUNK_, KERN_NARGS_(__VA_ARGS__))(tag, fn, __VA_ARGS__)
 #define KERN_CAT_(a, b) KERN_CAT2_(a, b)
 #define KERN_CAT2_(a, b) a##b
-#define KERN_NARGS_(...) KERN_NTH_(__VA_ARGS__, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1)
-#define KERN_NTH_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, n, ...) n
+#define KERN_NARGS_(...) KERN_NTH_(__VA_ARGS__, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1)
+#define KERN_NTH_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18, n, ...) n
 #define KERN_THUNK_1(tag, fn, T1) \
     typedef struct { T1 a1; } kern_args_##tag; \
     static void kern_run_##tag(void *p, pl_stream *s) { (void)s; const kern_args_##tag *a = p; fn(a->a1); }
@@ -96,4 +96,16 @@
     typedef struct { T1 a1; T2 a2; T3 a3; T4 a4; T5 a5; T6 a6; T7 a7; T8 a8; T9 a9; T10 a10; T11 a11; T12 a12; T13 a13; T14 a14; } kern_args_##tag; \
     static void kern_run_##tag(void *p, pl_stream *s) { (void)s; const kern_args_##tag *a = p; fn(a->a1, a->a2, a->a3, a->a4, a->a5, a->a6, a->a7, a->a8, a->a9, a->a10, a->a11, a->a12, a->a13, a->a14); }
 
+#define KERN_THUNK_15(tag, fn, T1, T2, T3, T4, T5, T6, T7, T8, T9, T10, T11, T12, T13, T14, T15) \
+    typedef struct { T1 a1; T2 a2; T3 a3; T4 a4; T5 a5; T6 a6; T7 a7; T8 a8; T9 a9; T10 a10; T11 a11; T12 a12; T13 a13; T14 a14; T15 a15; } kern_args_##tag; \
+    static void kern_run_##tag(void *p, pl_stream *s) { (void)s; const kern_args_##tag *a = p; fn(a->a1, a->a2, a->a3, a->a4, a->a5, a->a6, a->a7, a->a8, a->a9, a->a10, a->a11, a->a12, a->a13, a->a14, a->a15); }
+#define KERN_THUNK_16(tag, fn, T1, T2, T3, T4, T5, T6, T7, T8, T9, T10, T11, T12, T13, T14, T15, T16) \
+    typedef struct { T1 a1; T2 a2; T3 a3; T4 a4; T5 a5; T6 a6; T7 a7; T8 a8; T9 a9; T10 a10; T11 a11; T12 a12; T13 a13; T14 a14; T15 a15; T16 a16; } kern_args_##tag; \
+    static void kern_run_##tag(void *p, pl_stream *s) { (void)s; const kern_args_##tag *a = p; fn(a->a1, a->a2, a->a3, a->a4, a->a5, a->a6, a->a7, a->a8, a->a9, a->a10, a->a11, a->a12, a->a13, a->a14, a->a15, a->a16); }
+#define KERN_THUNK_17(tag, fn, T1, T2, T3, T4, T5, T6, T7, T8, T9, T10, T11, T12, T13, T14, T15, T16, T17) \
+    typedef struct { T1 a1; T2 a2; T3 a3; T4 a4; T5 a5; T6 a6; T7 a7; T8 a8; T9 a9; T10 a10; T11 a11; T12 a12; T13 a13; T14 a14; T15 a15; T16 a16; T17 a17; } kern_args_##tag; \
+    static void kern_run_##tag(void *p, pl_stream *s) { (void)s; const kern_args_##tag *a = p; fn(a->a1, a->a2, a->a3, a->a4, a->a5, a->a6, a->a7, a->a8, a->a9, a->a10, a->a11, a->a12, a->a13, a->a14, a->a15, a->a16, a->a17); }
+#define KERN_THUNK_18(tag, fn, T1, T2, T3, T4, T5, T6, T7, T8, T9, T10, T11, T12, T13, T14, T15, T16, T17, T18) \
+    typedef struct { T1 a1; T2 a2; T3 a3; T4 a4; T5 a5; T6 a6; T7 a7; T8 a8; T9 a9; T10 a10; T11 a11; T12 a12; T13 a13; T14 a14; T15 a15; T16 a16; T17 a17; T18 a18; } kern_args_##tag; \
+    static void kern_run_##tag(void *p, pl_stream *s) { (void)s; const kern_args_##tag *a = p; fn(a->a1, a->a2, a->a3, a->a4, a->a5, a->a6, a->a7, a->a8, a->a9, a->a10, a->a11, a->a12, a->a13, a->a14, a->a15, a->a16, a->a17, a->a18); }
 #endif

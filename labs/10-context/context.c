@@ -6,7 +6,7 @@
  *   pl_allreduce                                     cp_config_check only
  *   pl_malloc(_floats), pl_free, pl_upload, pl_download, pl_copy, pl_memset, pl_fill,
  *   pl_stream_sync, pl_comm_rank/size
- *   kern_flash_block, kern_flash_merge, kern_gather_rows
+ *   kern_flash_block, kern_flash_merge, kern_flash_block_backward, kern_gather_rows
  *
  * Until you implement them the functions do nothing (outputs stay poisoned) and the grader
  * reports the cases as wrong; nothing hangs.
@@ -49,7 +49,17 @@ void cp_ring_forward(const cp_config *c, const float *q, const float *k, const f
     /* TODO */
 }
 
-/* 5. Ulysses: all-to-all q, k, v from [Sl, H, d] to [S, H/n, d], attention over the whole
+/* 5. The ring's backward: the K/V blocks travel again, each with its dk/dv accumulator;
+ *    receive the accumulator of the block you hold from me - 1, add your share
+ *    (kern_flash_block_backward with the forward's lse), send it on; one last exchange
+ *    brings every block's dk/dv home. */
+void cp_ring_backward(const cp_config *c, const float *q, const float *k, const float *v, const float *o,
+                      const float *lse, const float *dout, float *dq, float *dk, float *dv, pl_stream *s) {
+    (void)c, (void)q, (void)k, (void)v, (void)o, (void)lse, (void)dout, (void)dq, (void)dk, (void)dv, (void)s;
+    /* TODO */
+}
+
+/* 6. Ulysses: all-to-all q, k, v from [Sl, H, d] to [S, H/n, d], attention over the whole
  *    sequence on your heads, all-to-all o back. */
 void cp_ulysses_forward(const cp_config *c, const float *q, const float *k, const float *v, float *o,
                         pl_stream *s) {

@@ -92,6 +92,19 @@ int cp_config_check(const cp_config *c, int ulysses);
 void cp_ring_forward(const cp_config *c, const float *q, const float *k, const float *v, float *o, float *lse,
                      pl_stream *s);
 
+/* The backward of cp_ring_forward: dq [Sl, H, d], dk and dv [Sl, Hkv, d] (written) from the
+ * forward's final o and lse (the log-sum-exps are reused, never recomputed) and the output
+ * gradient dout [Sl, H, d]. The key/value blocks travel around the ring again, as in the
+ * forward (K and V in steps 0 .. n-2, posted before the step's compute), and with each
+ * block the gradient of its keys and values accumulated so far: in step t a rank receives
+ * the gradients of the block of rank (me - t) mod n from rank me - 1 (none in step 0: its
+ * own block starts at zero), adds its queries' share with kern_flash_block_backward, and
+ * sends them on to rank me + 1 with the next step's exchange; after the last step one more
+ * exchange brings every block's gradients home (dK and dV: n messages each). The same
+ * chunk pairs as the forward are computed, no others. */
+void cp_ring_backward(const cp_config *c, const float *q, const float *k, const float *v, const float *o,
+                      const float *lse, const float *dout, float *dq, float *dk, float *dv, pl_stream *s);
+
 /* Ulysses (DeepSpeed's): an all-to-all turns q [Sl, H, d] into [S, H/n, d] (every token of
  * the sequence, this rank's H/n heads: heads [me H/n, (me+1) H/n)), k and v into
  * [S, Hkv/n, d], the whole sequence's attention runs on those heads, and an all-to-all

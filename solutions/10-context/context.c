@@ -1,6 +1,6 @@
 /* context.c - Lab 10 (solution): the online-softmax merge, the token layouts, ring
- * attention (contiguous or zig-zag, causal blocks skipped, the next block's exchange posted
- * before the current block's compute) and Ulysses. */
+ * attention forward and backward (contiguous or zig-zag, causal blocks skipped, the next
+ * block's exchange posted before the current block's compute) and Ulysses. */
 #include "context.h"
 
 #include <math.h>
@@ -116,20 +116,16 @@ static bool chunk_pair_needed(const cp_config *c, int C, int qc, int kc) {
     return chunk_start(c->seq, C, kc) <= chunk_start(c->seq, C, qc) + chunk_len(c->seq, C, qc) - 1;
 }
 
-/* This rank's queries against the block of rank `owner` (kb, vb), merged into (o, lse). */
-static void compute_block(const cp_config *c, const cp_map *m, int owner, const float *q, const float *kb,
-                          const float *vb, float *o, float *lse, float *ob, float *lb, pl_stream *s) {
-    int n = m->n, C = chunks_of(c, n), H = c->heads, Hkv = c->kv_heads, d = c->head_dim;
-    float scale = 1.0f / sqrtf((float)d);
+/* The rows of this rank's queries and of `owner`'s keys that the block needs: with two
+ * chunks a side the needed chunk pairs always form one run of query chunks against one run
+ * of key chunks (its own block: whole). False when none is needed (above the diagonal). */
+static bool block_runs(const cp_config *c, const cp_map *m, int owner, int *qoff, int *nq, int *koff, int *nk) {
+    int n = m->n, C = chunks_of(c, n);
     int qch[2], kch[2], nqc = chunks_of_rank(c, n, m->me, qch), nkc = chunks_of_rank(c, n, owner, kch);
-    if (owner == m->me) { /* the diagonal block, whole: the mask does the rest */
-        kern_flash_block(ob, lb, q, kb, vb, m->pos_d + m->off[m->me], m->pos_d + m->off[owner], m->rows[m->me],
-                         m->rows[owner], H, Hkv, d, c->causal, scale, s);
-        kern_flash_merge(o, lse, ob, lb, m->rows[m->me] * H, d, s);
-        return;
+    if (owner == m->me) {
+        *qoff = 0, *koff = 0, *nq = m->rows[m->me], *nk = m->rows[owner];
+        return true;
     }
-    /* the runs of query chunks and key chunks that are needed: with two chunks a side the
-     * needed pairs always form one contiguous run of queries against one of keys */
     int q0 = -1, q1 = -1, k0 = -1, k1 = -1;
     for (int a = 0; a < nqc; a++)
         for (int b = 0; b < nkc; b++)
@@ -139,15 +135,23 @@ static void compute_block(const cp_config *c, const cp_map *m, int owner, const 
                 if (k0 < 0 || b < k0) k0 = b;
                 if (b > k1) k1 = b;
             }
-    if (q0 < 0) return; /* the whole block is above the diagonal */
-    int qoff = 0, koff = 0, nq = 0, nk = 0;
-    for (int a = 0; a < q0; a++) qoff += chunk_len(c->seq, C, qch[a]);
-    for (int a = q0; a <= q1; a++) nq += chunk_len(c->seq, C, qch[a]);
-    for (int b = 0; b < k0; b++) koff += chunk_len(c->seq, C, kch[b]);
-    for (int b = k0; b <= k1; b++) nk += chunk_len(c->seq, C, kch[b]);
+    if (q0 < 0) return false;
+    *qoff = 0, *koff = 0, *nq = 0, *nk = 0;
+    for (int a = 0; a < q0; a++) *qoff += chunk_len(c->seq, C, qch[a]);
+    for (int a = q0; a <= q1; a++) *nq += chunk_len(c->seq, C, qch[a]);
+    for (int b = 0; b < k0; b++) *koff += chunk_len(c->seq, C, kch[b]);
+    for (int b = k0; b <= k1; b++) *nk += chunk_len(c->seq, C, kch[b]);
+    return true;
+}
+
+/* This rank's queries against the block of rank `owner` (kb, vb), merged into (o, lse). */
+static void compute_block(const cp_config *c, const cp_map *m, int owner, const float *q, const float *kb,
+                          const float *vb, float *o, float *lse, float *ob, float *lb, pl_stream *s) {
+    int H = c->heads, Hkv = c->kv_heads, d = c->head_dim, qoff, nq, koff, nk;
+    if (!block_runs(c, m, owner, &qoff, &nq, &koff, &nk)) return;
     size_t qrow = (size_t)H * d, krow = (size_t)Hkv * d;
     kern_flash_block(ob, lb, q + qoff * qrow, kb + koff * krow, vb + koff * krow, m->pos_d + m->off[m->me] + qoff,
-                     m->pos_d + m->off[owner] + koff, nq, nk, H, Hkv, d, c->causal, scale, s);
+                     m->pos_d + m->off[owner] + koff, nq, nk, H, Hkv, d, c->causal, 1.0f / sqrtf((float)d), s);
     kern_flash_merge(o + qoff * qrow, lse + (size_t)qoff * H, ob, lb, nq * H, d, s);
 }
 
@@ -185,6 +189,77 @@ void cp_ring_forward(const cp_config *c, const float *q, const float *k, const f
     pl_free(lb);
     for (int b = 0; b < 2; b++)
         for (int j = 0; j < 2; j++) pl_free(kv[b][j]);
+    map_free(&m);
+}
+
+/* This rank's queries' share of the gradients of the block of rank `owner`: dq here, dkb
+ * and dvb (the block's accumulators, travelling with it). */
+static void backward_block(const cp_config *c, const cp_map *m, int owner, const float *q, const float *kb,
+                           const float *vb, const float *o, const float *lse, const float *dout, float *dq, float *dkb,
+                           float *dvb, pl_stream *s) {
+    int H = c->heads, Hkv = c->kv_heads, d = c->head_dim, qoff, nq, koff, nk;
+    if (!block_runs(c, m, owner, &qoff, &nq, &koff, &nk)) return;
+    size_t qrow = (size_t)H * d, krow = (size_t)Hkv * d;
+    kern_flash_block_backward(dq + qoff * qrow, dkb + koff * krow, dvb + koff * krow, q + qoff * qrow, kb + koff * krow,
+                              vb + koff * krow, o + qoff * qrow, lse + (size_t)qoff * H, dout + qoff * qrow,
+                              m->pos_d + m->off[m->me] + qoff, m->pos_d + m->off[owner] + koff, nq, nk, H, Hkv, d,
+                              c->causal, 1.0f / sqrtf((float)d), s);
+}
+
+void cp_ring_backward(const cp_config *c, const float *q, const float *k, const float *v, const float *o,
+                      const float *lse, const float *dout, float *dq, float *dk, float *dv, pl_stream *s) {
+    cp_map m;
+    map_make(c, &m);
+    int n = m.n, me = m.me, H = c->heads, d = c->head_dim, next = (me + 1) % n, prev = (me - 1 + n) % n;
+    size_t krow = (size_t)c->kv_heads * d, rows = (size_t)m.rows[me], blk = (size_t)m.maxrows * krow;
+    pl_fill(dq, 0.0f, rows * H * d, s);
+    if (n == 1) { /* one block, its gradients straight into dk and dv */
+        pl_fill(dk, 0.0f, rows * krow, s);
+        pl_fill(dv, 0.0f, rows * krow, s);
+        backward_block(c, &m, me, q, k, v, o, lse, dout, dq, dk, dv, s);
+        map_free(&m);
+        return;
+    }
+    /* kv[b]: a received K/V block; acc[b]: a block's dK/dV accumulator; both double-buffered */
+    float *kv[2][2], *acc[2][2];
+    for (int b = 0; b < 2; b++)
+        for (int j = 0; j < 2; j++) kv[b][j] = pl_malloc_floats(blk), acc[b][j] = pl_malloc_floats(blk);
+    pl_fill(acc[0][0], 0.0f, rows * krow, s);
+    pl_fill(acc[0][1], 0.0f, rows * krow, s);
+    const float *kc = k, *vc = v;
+    for (int t = 0; t < n; t++) {
+        int owner = (me - t + n) % n, incoming = (me - t - 1 + 2 * n) % n, last = (me - t + 1 + n) % n;
+        float *kn = kv[t % 2][0], *vn = kv[t % 2][1], *dk_cur = acc[t % 2][0], *dv_cur = acc[t % 2][1];
+        pl_group_start();
+        if (t > 0) { /* the previous block's gradients on, this block's in */
+            size_t out = (size_t)m.rows[last] * krow, in = (size_t)m.rows[owner] * krow;
+            pl_send(acc[(t + 1) % 2][0], out, next, c->comm, s);
+            pl_send(acc[(t + 1) % 2][1], out, next, c->comm, s);
+            pl_recv(dk_cur, in, prev, c->comm, s);
+            pl_recv(dv_cur, in, prev, c->comm, s);
+        }
+        if (t < n - 1) { /* the next block's K and V, before this block's compute */
+            size_t out = (size_t)m.rows[owner] * krow, in = (size_t)m.rows[incoming] * krow;
+            pl_send(kc, out, next, c->comm, s);
+            pl_send(vc, out, next, c->comm, s);
+            pl_recv(kn, in, prev, c->comm, s);
+            pl_recv(vn, in, prev, c->comm, s);
+        }
+        pl_group_end();
+        backward_block(c, &m, owner, q, kc, vc, o, lse, dout, dq, dk_cur, dv_cur, s);
+        kc = kn, vc = vn;
+    }
+    /* the last block's gradients home (to its owner, me + 1); this rank's from me - 1 */
+    size_t out = (size_t)m.rows[next] * krow;
+    pl_group_start();
+    pl_send(acc[(n - 1) % 2][0], out, next, c->comm, s);
+    pl_send(acc[(n - 1) % 2][1], out, next, c->comm, s);
+    pl_recv(dk, rows * krow, prev, c->comm, s);
+    pl_recv(dv, rows * krow, prev, c->comm, s);
+    pl_group_end();
+    pl_stream_sync(s);
+    for (int b = 0; b < 2; b++)
+        for (int j = 0; j < 2; j++) pl_free(kv[b][j]), pl_free(acc[b][j]);
     map_free(&m);
 }
 

@@ -2,7 +2,9 @@
  * split into blocks, each block by kern_flash_block, merged by kern_flash_merge, against
  * the float64 attention over all the keys (causal and full, MHA and GQA, positions out of
  * order as the zig-zag layout gives them); rows that see no key; the merge of huge
- * log-sum-exps; the dispatchers' trace records against their cost functions.
+ * log-sum-exps; the backward, block by block with the final (o, lse), against the float64
+ * gradients of the whole attention (its loss checked by central differences); the
+ * dispatchers' trace records against their cost functions.
  *
  *   mpirun -np 1 build/cpu/tests/test_kernels_flash
  */
@@ -96,6 +98,106 @@ static void test_blocks(int nq, int nk, int H, int Hkv, int d, int causal, int b
     free(q), free(k), free(v), free(qp), free(kp), free(o64), free(l64), free(o), free(lse), free(ob), free(lb);
 }
 
+/* float64 gradients of loss = sum(o * g) of the whole attention: the full softmax P,
+ * dV = P^T g, dP = g V^T, dS = P (dP - rowsum(P dP)), dQ = scale dS K, dK = scale dS^T Q */
+static void grad64(double *dq, double *dk, double *dv, const double *q, const double *k, const double *v,
+                   const double *g, const int *qp, const int *kp, int nq, int nk, int H, int Hkv, int d, int causal) {
+    double scale = 1.0 / sqrt((double)d), *p = malloc((size_t)(nk + 1) * sizeof *p), *dp = malloc((size_t)(nk + 1) * sizeof *dp);
+    memset(dq, 0, (size_t)nq * H * d * sizeof *dq);
+    memset(dk, 0, (size_t)nk * Hkv * d * sizeof *dk);
+    memset(dv, 0, (size_t)nk * Hkv * d * sizeof *dv);
+    for (int i = 0; i < nq; i++)
+        for (int h = 0; h < H; h++) {
+            int kh = h / (H / Hkv);
+            const double *qi = q + ((size_t)i * H + h) * d, *gi = g + ((size_t)i * H + h) * d;
+            double m = -INFINITY, sum = 0, dot = 0;
+            for (int j = 0; j < nk; j++) {
+                p[j] = -INFINITY;
+                if (causal && kp[j] > qp[i]) continue;
+                double s_ = 0;
+                for (int x = 0; x < d; x++) s_ += qi[x] * k[((size_t)j * Hkv + kh) * d + x];
+                p[j] = scale * s_;
+                m = fmax(m, p[j]);
+            }
+            if (m == -INFINITY) continue;
+            for (int j = 0; j < nk; j++) sum += (p[j] = p[j] == -INFINITY ? 0 : exp(p[j] - m));
+            for (int j = 0; j < nk; j++) {
+                p[j] /= sum;
+                dp[j] = 0;
+                for (int x = 0; x < d; x++) dp[j] += gi[x] * v[((size_t)j * Hkv + kh) * d + x];
+                dot += p[j] * dp[j];
+            }
+            for (int j = 0; j < nk; j++) {
+                double ds = p[j] * (dp[j] - dot) * scale;
+                for (int x = 0; x < d; x++) {
+                    size_t kr = ((size_t)j * Hkv + kh) * d + x;
+                    dq[((size_t)i * H + h) * d + x] += ds * k[kr];
+                    dk[kr] += ds * qi[x];
+                    dv[kr] += p[j] * gi[x];
+                }
+            }
+        }
+    free(p);
+    free(dp);
+}
+
+static double *dcopy(const float *x, size_t n) {
+    double *d = malloc((n + 1) * sizeof *d);
+    for (size_t i = 0; i < n; i++) d[i] = x[i];
+    return d;
+}
+
+/* the backward over `blocks` key blocks with the whole attention's (o, lse) */
+static void test_backward(int nq, int nk, int H, int Hkv, int d, int causal, int blocks) {
+    size_t nqe = (size_t)nq * H * d, nke = (size_t)nk * Hkv * d;
+    float *q = randf(nqe, -2, 2), *k = randf(nke, -1, 1), *v = randf(nke, -1, 1), *g = randf(nqe, -1, 1);
+    int *qp = malloc((size_t)nq * sizeof(int)), *kp = malloc((size_t)nk * sizeof(int));
+    for (int i = 0; i < nq; i++) qp[i] = (int)((long)i * nk / nq) + i % 3;
+    for (int j = 0; j < nk; j++) kp[j] = j % 2 ? nk - 1 - j / 2 : j / 2;
+    if (causal) qp[0] = -1;
+    double *o64 = malloc(nqe * sizeof(double)), *l64 = malloc((size_t)nq * H * sizeof(double));
+    attn64(o64, l64, q, k, v, qp, kp, nq, nk, H, Hkv, d, causal);
+    float *o = malloc(nqe * sizeof(float)), *lse = malloc((size_t)nq * H * sizeof(float));
+    for (size_t i = 0; i < nqe; i++) o[i] = (float)o64[i];
+    for (int i = 0; i < nq * H; i++) lse[i] = (float)l64[i];
+    float *dq = calloc(nqe + 1, sizeof(float)), *dk = calloc(nke + 1, sizeof(float)), *dv = calloc(nke + 1, sizeof(float));
+    float sc = 1.0f / sqrtf((float)d);
+    for (int b = 0; b < blocks; b++) {
+        int j0 = (int)((long)b * nk / blocks), j1 = (int)((long)(b + 1) * nk / blocks);
+        size_t at = (size_t)j0 * Hkv * d;
+        kern_flash_block_backward(dq, dk + at, dv + at, q, k + at, v + at, o, lse, g, qp, kp + j0, nq, j1 - j0, H, Hkv,
+                                  d, causal, sc, NULL);
+    }
+    pl_device_sync();
+    double *dq64 = malloc(nqe * sizeof(double)), *dk64 = malloc(nke * sizeof(double)), *dv64 = malloc(nke * sizeof(double));
+    double *q64 = dcopy(q, nqe), *k64 = dcopy(k, nke), *v64 = dcopy(v, nke), *g64 = dcopy(g, nqe);
+    grad64(dq64, dk64, dv64, q64, k64, v64, g64, qp, kp, nq, nk, H, Hkv, d, causal);
+    char what[200];
+    const char *names[3] = {"dq", "dk", "dv"};
+    const float *got[3] = {dq, dk, dv};
+    const double *want[3] = {dq64, dk64, dv64};
+    for (int t = 0; t < 3; t++) {
+        snprintf(what, sizeof what, "flash backward: %d key blocks (%s, H %d, Hkv %d, d %d): %s", blocks,
+                 causal ? "causal" : "full", H, Hkv, d, names[t]);
+        check_rel(what, got[t], want[t], t ? nke : nqe, 1e-5);
+    }
+    /* the float64 gradient itself, against central differences of the loss in one element */
+    double *o2 = malloc(nqe * sizeof(double)), h = 1e-6, lp = 0, lm = 0;
+    size_t at = nke / 2;
+    float keep = k[at];
+    k[at] = keep + (float)h, attn64(o2, l64, q, k, v, qp, kp, nq, nk, H, Hkv, d, causal);
+    for (size_t i = 0; i < nqe; i++) lp += o2[i] * g[i];
+    k[at] = keep - (float)h, attn64(o2, l64, q, k, v, qp, kp, nq, nk, H, Hkv, d, causal);
+    for (size_t i = 0; i < nqe; i++) lm += o2[i] * g[i];
+    k[at] = keep;
+    double fd = (lp - lm) / (((double)(keep + (float)h)) - ((double)(keep - (float)h)));
+    snprintf(what, sizeof what, "flash backward: the float64 dk against central differences (%.6f vs %.6f)", dk64[at], fd);
+    tap_check(fabs(fd - dk64[at]) <= 1e-4 * (1 + fabs(fd)), what);
+    free(o2);
+    free(q), free(k), free(v), free(g), free(qp), free(kp), free(o64), free(l64), free(o), free(lse), free(dq), free(dk),
+        free(dv), free(dq64), free(dk64), free(dv64), free(q64), free(k64), free(v64), free(g64);
+}
+
 /* rows with lse in the hundreds, and both sides empty */
 static void test_merge_extremes(void) {
     enum { R = 4, D = 3 };
@@ -122,6 +224,13 @@ static void test_records(void) {
     kern_flash_merge(o, l, o, l, nq * H, d, NULL);
     kern_flash_merge_cost(nq * H, d, &by, &fl);
     check_record("flash_merge", by, fl);
+    float *dq = calloc((size_t)nq * H * d, sizeof(float)), *dk = calloc((size_t)nk * Hkv * d, sizeof(float)),
+          *dv = calloc((size_t)nk * Hkv * d, sizeof(float));
+    kern_flash_block_backward(dq, dk, dv, q, k, v, o, l, o, qp, kp, nq, nk, H, Hkv, d, 1, 0.5f, NULL);
+    kern_flash_backward_cost(nq, nk, H, Hkv, d, &by, &fl);
+    check_record("flash_block_bwd", by, fl);
+    pl_device_sync();
+    free(dq), free(dk), free(dv);
     pl_device_sync();
     free(q), free(k), free(v), free(o), free(l);
 }
@@ -133,6 +242,9 @@ int main(int argc, char **argv) {
     test_blocks(12, 23, 6, 2, 16, 1, 4, true);
     test_blocks(7, 13, 4, 4, 8, 0, 5, true);
     test_blocks(6, 40, 2, 1, 40, 1, 7, false); /* d > 32: the CUDA lanes loop */
+    test_backward(6, 6, 2, 2, 4, 1, 1);
+    test_backward(9, 20, 4, 2, 8, 1, 3);
+    test_backward(7, 13, 6, 3, 16, 0, 4);
     test_merge_extremes();
     test_records();
     return tap_finish();

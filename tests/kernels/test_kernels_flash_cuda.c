@@ -1,5 +1,5 @@
-/* test_kernels_flash_cuda.c - the CUDA versions of Lab 10's kernels (kern_flash_block,
- * kern_flash_merge), through their dispatchers on the cuda device, against the CPU
+/* test_kernels_flash_cuda.c - the CUDA versions of Lab 10's kernels (kern_flash_block, its
+ * backward, kern_flash_merge), through their dispatchers on the cuda device, against the CPU
  * references on random inputs with poisoned outputs: causal and full, MHA and GQA, head
  * sizes 8, 64 and 128 (the lanes loop past 32), a long block (4096 keys). Built in the cuda
  * flavour; run only where a GPU is present (tests/kernels/test_kernels.sh); on a rank
@@ -58,6 +58,20 @@ static void test_flash(int nq, int nk, int H, int Hkv, int d, int causal) {
     check_dev(what, mo, o2, nqe, ELEM_TOL);
     snprintf(what, sizeof what, "flash_merge %zu rows d %d: lse", nl, d);
     check_dev(what, ml, l2, nl, ELEM_TOL);
+    /* the backward of the block with its own (o, lse), accumulated into random gradients */
+    float *g = host_rand(nqe, -1, 1), *gq = host_rand(nqe, -1, 1), *gk = host_rand(nke, -1, 1), *gv = host_rand(nke, -1, 1);
+    float *dg = dev_from(g, nqe * 4), *dgq = dev_from(gq, nqe * 4), *dgk = dev_from(gk, nke * 4), *dgv = dev_from(gv, nke * 4);
+    kern_flash_block_backward_ref(gq, gk, gv, q, k, v, o, l, g, qp, kp, nq, nk, H, Hkv, d, causal, sc);
+    kern_flash_block_backward(dgq, dgk, dgv, dq, dk, dv, dout, dlse, dg, dqp, dkp, nq, nk, H, Hkv, d, causal, sc,
+                              pl_stream_compute());
+    snprintf(what, sizeof what, "flash_block_backward %dx%d H %d Hkv %d d %d: dq", nq, nk, H, Hkv, d);
+    check_dev(what, dgq, gq, nqe, 1e-4);
+    snprintf(what, sizeof what, "flash_block_backward %dx%d H %d Hkv %d d %d: dk", nq, nk, H, Hkv, d);
+    check_dev(what, dgk, gk, nke, 1e-4);
+    snprintf(what, sizeof what, "flash_block_backward %dx%d H %d Hkv %d d %d: dv", nq, nk, H, Hkv, d);
+    check_dev(what, dgv, gv, nke, 1e-4);
+    pl_free(dg), pl_free(dgq), pl_free(dgk), pl_free(dgv);
+    free(g), free(gq), free(gk), free(gv);
     pl_free(dq), pl_free(dk), pl_free(dv), pl_free(dqp), pl_free(dkp), pl_free(dout), pl_free(dlse), pl_free(mo), pl_free(ml);
     free(q), free(k), free(v), free(qp), free(kp), free(o), free(l), free(o2), free(l2);
 }

@@ -5,6 +5,7 @@
  *   RING_NEXT/PREV where blocks go and come from
  *   RING_BUFFERS   receive buffers cycled through (2: double-buffered; 1: the block being
  *                  computed on is overwritten; n: every block kept, memory grows with S)
+ *   RING_COMPUTE_FIRST  1: compute the block held, then post the exchange (no overlap)
  */
 #ifndef RING_COMPUTE
 #define RING_COMPUTE compute_block
@@ -15,6 +16,9 @@
 #endif
 #ifndef RING_BUFFERS
 #define RING_BUFFERS(n) 2
+#endif
+#ifndef RING_COMPUTE_FIRST
+#define RING_COMPUTE_FIRST 0
 #endif
 
 void cp_ring_forward(const cp_config *c, const float *q, const float *k, const float *v, float *o, float *lse,
@@ -33,6 +37,7 @@ void cp_ring_forward(const cp_config *c, const float *q, const float *k, const f
     for (int t = 0; t < n; t++) {
         int owner = (me - t + n) % n, incoming = (me - t - 1 + 2 * n) % n;
         float *kn = kv[2 * (t % nb)], *vn = kv[2 * (t % nb) + 1];
+        if (RING_COMPUTE_FIRST) RING_COMPUTE(c, &m, owner, q, kc, vc, o, lse, ob, lb, s);
         if (t < n - 1) {
             size_t out = (size_t)m.rows[owner] * krow, in = (size_t)m.rows[incoming] * krow;
             pl_group_start();
@@ -42,7 +47,7 @@ void cp_ring_forward(const cp_config *c, const float *q, const float *k, const f
             pl_recv(vn, in, prev, c->comm, s);
             pl_group_end();
         }
-        RING_COMPUTE(c, &m, owner, q, kc, vc, o, lse, ob, lb, s);
+        if (!RING_COMPUTE_FIRST) RING_COMPUTE(c, &m, owner, q, kc, vc, o, lse, ob, lb, s);
         kc = kn, vc = vn;
     }
     pl_stream_sync(s);
