@@ -16,6 +16,8 @@
  *                order and memory as the forward's
  *   ulysses.*    cp_ulysses_forward, both layouts, causal and full, MHA and GQA: o, and the
  *                four all-to-alls' traffic exact
+ *   ulysses_bwd.* cp_ulysses_backward, the same variants: dq, dk, dv, and the seven
+ *                all-to-alls' traffic exact
  * The referee (grader/referee/lab10.c) makes every token's q, k, v from a seed only
  * referees know, gives each rank its own tokens, computes the float64 reference and
  * judges; the player (grader/player/lab10.c) makes the student's calls on the slots.
@@ -38,7 +40,8 @@ void l10_params_of(const drv_case *c, l10_params *p) {
     switch (p->kind) {
     case K_RING:
     case K_RING_BWD: p->H = p->gqa ? 6 : 4, p->Hkv = p->gqa ? 2 : 4; break;
-    case K_ULY: p->H = 2 * n, p->Hkv = p->gqa ? n : 2 * n, p->ulysses = 1; break;
+    case K_ULY:
+    case K_ULY_BWD: p->H = 2 * n, p->Hkv = p->gqa ? n : 2 * n, p->ulysses = 1; break;
     case K_POS: p->H = 1, p->Hkv = 1; break;
     case K_CONFIG: {
         int v = p->variant;
@@ -104,6 +107,11 @@ static void plan(const drv_test *t, drv_plan *pp) {
             for (int gqa = 0; gqa < 2; gqa++)
                 add(pp, t, "ulysses", K_ULY, 0, l, causal, gqa, lens[1], "ulysses.%s.%s.%s.S%d", LAYOUTS[l],
                     causal ? "causal" : "full", gqa ? "gqa" : "mha", lens[1]);
+    for (int l = 0; l < 2; l++)
+        for (int causal = 1; causal >= 0; causal--)
+            for (int gqa = 0; gqa < 2; gqa++)
+                add(pp, t, "ulysses_backward", K_ULY_BWD, 0, l, causal, gqa, lens[1], "ulysses_bwd.%s.%s.%s.S%d",
+                    LAYOUTS[l], causal ? "causal" : "full", gqa ? "gqa" : "mha", lens[1]);
 }
 
 static const drv_test TESTS[] = {
@@ -121,7 +129,7 @@ static const drv_flag FLAGS[] = {
 
 static const drv_lab LAB = {
     .name = "10-context",
-    .title = "Lab 10: context parallelism (the online-softmax merge, ring attention forward and backward, contiguous and zig-zag, Ulysses)",
+    .title = "Lab 10: context parallelism (the online-softmax merge, ring attention and Ulysses, forward and backward, contiguous and zig-zag)",
     .flags = FLAGS,
     .tests = TESTS,
     .player_init = DRV_P(lab10_player_init),

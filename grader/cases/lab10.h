@@ -14,6 +14,7 @@
  *   ulysses     "q" "k" "v" as the ring's (IN const); "o" [Sl, H, d] (OUT)
  *   ring_bwd    "q" "k" "v", "o" "lse" (the float64 forward, rounded), "dout" [Sl, H, d]
  *               (IN const); "dq" [Sl, H, d], "dk" "dv" [Sl, Hkv, d] (OUT)
+ *   ulysses_bwd "q" "k" "v" "dout" (IN const); "dq" "dk" "dv" (OUT)
  * Every input of a rank is its own tokens' (from the case's seed, which only referees
  * know); the reference of the whole sequence is the referee's.
  */
@@ -32,7 +33,7 @@ typedef struct {
 } lab10_flags;
 extern lab10_flags L10;
 
-typedef enum { K_MERGE, K_POS, K_CONFIG, K_RING, K_ULY, K_RING_BWD } l10_kind;
+typedef enum { K_MERGE, K_POS, K_CONFIG, K_RING, K_ULY, K_RING_BWD, K_ULY_BWD } l10_kind;
 enum { M_RANDOM, M_LARGE, M_EMPTY_RUNNING, M_EMPTY_BLOCK, M_MIXED, M_COUNT };
 enum {
     CFG_OK, CFG_SEQ0, CFG_HEADS_KV, CFG_DIM0, CFG_CAUSAL2, CFG_LAYOUT2, CFG_SEQ_CHUNKS, CFG_ULY_OK, CFG_ULY_HEADS,

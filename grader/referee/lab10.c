@@ -191,6 +191,16 @@ void lab10_setup(drv_case *c) {
                 v[at] = (float)value(k->seed, 2, k->pos[i], h, x);
             }
     }
+    if (p->kind == K_ULY_BWD) {
+        float *g = drv_slot_new(c, "dout", nq * sizeof(float), DRV_IN | DRV_CONST);
+        for (int i = 0; i < rows; i++)
+            for (int h = 0; h < p->H; h++)
+                for (int x = 0; x < p->d; x++) g[((size_t)i * p->H + h) * p->d + x] = (float)value(k->seed, 6, k->pos[i], h, x);
+        drv_slot_new(c, "dq", nq * sizeof(float), DRV_OUT);
+        drv_slot_new(c, "dk", nk * sizeof(float), DRV_OUT);
+        drv_slot_new(c, "dv", nk * sizeof(float), DRV_OUT);
+        return;
+    }
     if (p->kind == K_RING_BWD) { /* the forward's o and lse (float64, rounded), and dout */
         size_t nl = (size_t)rows * p->H;
         double *o64 = malloc((nq + 1) * sizeof *o64), *l64 = malloc((nl + 1) * sizeof *l64);
@@ -408,17 +418,23 @@ void lab10_check(drv_case *c) {
         check_ring_costs(c, k, counted, rows, "cp_ring_forward");
         return;
     }
-    case K_RING_BWD: {
+    case K_RING_BWD:
+    case K_ULY_BWD: {
+        const char *fn = p->kind == K_RING_BWD ? "cp_ring_backward" : "cp_ulysses_backward";
+        char what[64];
         int rows = k->rows[c->rank];
         size_t nq = (size_t)rows * p->H * p->d, nk = (size_t)rows * p->Hkv * p->d;
         double *dq = malloc((nq + 1) * sizeof *dq), *dk = malloc((nk + 1) * sizeof *dk), *dv = malloc((nk + 1) * sizeof *dv);
         PL_CHECK(dq && dk && dv, "out of host memory");
         reference_backward(p, k->seed, k->pos, rows, dq, dk, dv);
-        drv_check_tensor(c, "cp_ring_backward: dq", drv_slot_host(c, "dq"), dq, nq, drv_tolerance());
-        drv_check_tensor(c, "cp_ring_backward: dk", drv_slot_host(c, "dk"), dk, nk, drv_tolerance());
-        drv_check_tensor(c, "cp_ring_backward: dv", drv_slot_host(c, "dv"), dv, nk, drv_tolerance());
+        snprintf(what, sizeof what, "%s: dq", fn);
+        drv_check_tensor(c, what, drv_slot_host(c, "dq"), dq, nq, drv_tolerance());
+        snprintf(what, sizeof what, "%s: dk", fn);
+        drv_check_tensor(c, what, drv_slot_host(c, "dk"), dk, nk, drv_tolerance());
+        snprintf(what, sizeof what, "%s: dv", fn);
+        drv_check_tensor(c, what, drv_slot_host(c, "dv"), dv, nk, drv_tolerance());
         free(dq), free(dk), free(dv);
-        check_ring_costs(c, k, counted, rows, "cp_ring_backward");
+        if (p->kind == K_RING_BWD) check_ring_costs(c, k, counted, rows, fn);
         return;
     }
     }
@@ -454,6 +470,17 @@ void lab10_model(drv_case *c, drv_model *m) {
         m->no_collectives = true, m->exact_p2p = true;
         m->p2p_msgs = n > 1 ? 2.0 * (n - 1) + 2.0 * n : 0;
         m->p2p_bytes = n > 1 ? kv + 2.0 * p->S * w : 0;
+        m->no_leak = true;
+        return;
+    }
+    case K_ULY_BWD: {
+        /* in: q, k, v, dout (this rank's tokens, each peer's heads); out: dq, dk, dv (each
+         * peer's tokens, this rank's heads) */
+        double bytes = 0, w = (double)p->d * sizeof(float) / n;
+        for (int r = 0; r < n; r++)
+            if (r != me) bytes += k->rows[me] * (2.0 * p->H + 2.0 * p->Hkv) * w + (double)k->rows[r] * (p->H + 2.0 * p->Hkv) * w;
+        m->no_collectives = true, m->exact_p2p = true;
+        m->p2p_msgs = 7.0 * (n - 1), m->p2p_bytes = bytes;
         m->no_leak = true;
         return;
     }

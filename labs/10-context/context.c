@@ -66,3 +66,11 @@ void cp_ulysses_forward(const cp_config *c, const float *q, const float *k, cons
     (void)c, (void)q, (void)k, (void)v, (void)o, (void)s;
     /* TODO */
 }
+
+/* 7. Ulysses' backward: q, k, v, dout to the head split; recompute (o, lse) of your heads
+ *    with kern_flash_block; kern_flash_block_backward; dq, dk, dv back. */
+void cp_ulysses_backward(const cp_config *c, const float *q, const float *k, const float *v, const float *dout,
+                         float *dq, float *dk, float *dv, pl_stream *s) {
+    (void)c, (void)q, (void)k, (void)v, (void)dout, (void)dq, (void)dk, (void)dv, (void)s;
+    /* TODO */
+}

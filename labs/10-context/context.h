@@ -115,4 +115,12 @@ void cp_ring_backward(const cp_config *c, const float *q, const float *k, const 
 void cp_ulysses_forward(const cp_config *c, const float *q, const float *k, const float *v, float *o,
                         pl_stream *s);
 
+/* The backward of cp_ulysses_forward: dq [Sl, H, d], dk and dv [Sl, Hkv, d] (written) from
+ * dout [Sl, H, d]. Nothing is kept from the forward: q, k, v and dout go to the head split
+ * (four all-to-alls), this rank's heads' attention is recomputed there for its o and lse
+ * (kern_flash_block), kern_flash_block_backward runs over the whole sequence, and dq, dk,
+ * dv come back (three all-to-alls): seven, each one message to every other rank. */
+void cp_ulysses_backward(const cp_config *c, const float *q, const float *k, const float *v, const float *dout,
+                         float *dq, float *dk, float *dv, pl_stream *s);
+
 #endif

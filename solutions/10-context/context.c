@@ -280,47 +280,103 @@ static void alltoall_rows(const float *send, const int *send_rows, const int *so
     pl_group_end();
 }
 
+/* What both directions of Ulysses share: the map, and the row orders of the packing. A
+ * rank's tokens [rows, Hx, d] seen as [rows * n, Hx/n * d]: row t * n + p is token t's
+ * heads of rank p. */
+typedef struct {
+    cp_map m;
+    int rows, *mine, *moff; /* [n]: this rank's rows to / from every rank, and their offsets */
+    int *to, *from;         /* device [rows * n]: the orders of kern_gather_rows out and back  */
+    float *pack;            /* [n][rows][H/n * d]: what goes to or comes from each rank        */
+} uly_plan;
+
+static void uly_make(const cp_config *c, uly_plan *u) {
+    map_make(c, &u->m);
+    int n = u->m.n, rows = u->rows = u->m.rows[u->m.me];
+    u->mine = malloc(2 * (size_t)n * sizeof(int));
+    u->moff = u->mine + n;
+    int *h = malloc(2 * (size_t)rows * n * sizeof(int) + 1);
+    for (int p = 0; p < n; p++) {
+        u->mine[p] = rows, u->moff[p] = p * rows;
+        for (int t = 0; t < rows; t++) h[p * rows + t] = t * n + p, h[rows * n + t * n + p] = p * rows + t;
+    }
+    u->to = pl_malloc(2 * (size_t)rows * n * sizeof(int) + 1);
+    u->from = u->to + (size_t)rows * n;
+    pl_upload(u->to, h, 2 * (size_t)rows * n * sizeof(int));
+    free(h);
+    u->pack = pl_malloc_floats((size_t)rows * c->heads * c->head_dim); /* the widest: H heads */
+}
+
+static void uly_free(uly_plan *u, pl_stream *s) {
+    pl_stream_sync(s);
+    pl_free(u->pack);
+    pl_free(u->to);
+    free(u->mine);
+    map_free(&u->m);
+}
+
+/* src [rows, Hx, d] of this rank -> dst [S, Hx/n, d]: every token, this rank's heads */
+static void uly_to_heads(const cp_config *c, uly_plan *u, const float *src, int Hx, float *dst, pl_stream *s) {
+    size_t w = (size_t)(Hx / u->m.n) * c->head_dim;
+    kern_gather_rows(u->pack, src, u->to, u->rows * u->m.n, (int)w, s);
+    alltoall_rows(u->pack, u->mine, u->moff, dst, u->m.rows, u->m.off, w, &u->m, c->comm, s);
+}
+
+/* src [S, Hx/n, d] -> dst [rows, Hx, d]: rank p's tokens of these heads go back to rank p */
+static void uly_from_heads(const cp_config *c, uly_plan *u, const float *src, int Hx, float *dst, pl_stream *s) {
+    size_t w = (size_t)(Hx / u->m.n) * c->head_dim;
+    alltoall_rows(src, u->m.rows, u->m.off, u->pack, u->mine, u->moff, w, &u->m, c->comm, s);
+    kern_gather_rows(dst, u->pack, u->from, u->rows * u->m.n, (int)w, s);
+}
+
 void cp_ulysses_forward(const cp_config *c, const float *q, const float *k, const float *v, float *o,
                         pl_stream *s) {
-    cp_map m;
-    map_make(c, &m);
-    int n = m.n, me = m.me, S = c->seq, d = c->head_dim, Hn = c->heads / n, Hkvn = c->kv_heads / n;
-    int rows = m.rows[me];
-    /* this rank's tokens as [rows * n, heads/n * d]: row t * n + p is token t's heads of
-     * rank p. Packed by destination: [n][rows][heads/n * d], block p for rank p. */
-    int *idx_h = malloc((size_t)rows * n * sizeof(int)), *mine = malloc(2 * (size_t)n * sizeof(int));
-    int *moff = mine + n;
-    for (int p = 0; p < n; p++)
-        for (int t = 0; t < rows; t++) idx_h[p * rows + t] = t * n + p;
-    for (int p = 0; p < n; p++) mine[p] = rows, moff[p] = p * rows;
-    int *idx = pl_malloc((size_t)rows * n * sizeof(int) + 1);
-    pl_upload(idx, idx_h, (size_t)rows * n * sizeof(int));
-    size_t wq = (size_t)Hn * d, wk = (size_t)Hkvn * d;
-    float *pack = pl_malloc_floats((size_t)rows * n * wq);
+    uly_plan u;
+    uly_make(c, &u);
+    int n = u.m.n, S = c->seq, d = c->head_dim, H = c->heads, Hkv = c->kv_heads;
+    size_t wq = (size_t)(H / n) * d, wk = (size_t)(Hkv / n) * d;
     float *qg = pl_malloc_floats((size_t)S * wq), *kg = pl_malloc_floats((size_t)S * wk),
           *vg = pl_malloc_floats((size_t)S * wk), *og = pl_malloc_floats((size_t)S * wq),
-          *lg = pl_malloc_floats((size_t)S * Hn);
-    const float *src[3] = {q, k, v};
-    float *dst[3] = {qg, kg, vg};
-    for (int i = 0; i < 3; i++) {
-        size_t w = i == 0 ? wq : wk;
-        kern_gather_rows(pack, src[i], idx, rows * n, (int)w, s);
-        alltoall_rows(pack, mine, moff, dst[i], m.rows, m.off, w, &m, c->comm, s);
-    }
-    kern_flash_block(og, lg, qg, kg, vg, m.pos_d, m.pos_d, S, S, Hn, Hkvn, d, c->causal, 1.0f / sqrtf((float)d), s);
-    /* back: block p of the gathered output (rank p's tokens) to rank p; receive [n][rows]
-     * and put row p * rows + t at token t's heads of rank p */
-    alltoall_rows(og, m.rows, m.off, pack, mine, moff, wq, &m, c->comm, s);
-    for (int p = 0; p < n; p++)
-        for (int t = 0; t < rows; t++) idx_h[t * n + p] = p * rows + t;
-    pl_stream_sync(s); /* idx is still read by the first gathers */
-    pl_upload(idx, idx_h, (size_t)rows * n * sizeof(int));
-    kern_gather_rows(o, pack, idx, rows * n, (int)wq, s);
-    pl_stream_sync(s);
-    pl_free(idx);
-    pl_free(pack);
+          *lg = pl_malloc_floats((size_t)S * (H / n));
+    uly_to_heads(c, &u, q, H, qg, s);
+    uly_to_heads(c, &u, k, Hkv, kg, s);
+    uly_to_heads(c, &u, v, Hkv, vg, s);
+    kern_flash_block(og, lg, qg, kg, vg, u.m.pos_d, u.m.pos_d, S, S, H / n, Hkv / n, d, c->causal,
+                     1.0f / sqrtf((float)d), s);
+    uly_from_heads(c, &u, og, H, o, s);
+    uly_free(&u, s);
     pl_free(qg), pl_free(kg), pl_free(vg), pl_free(og), pl_free(lg);
-    free(idx_h);
-    free(mine);
-    map_free(&m);
+}
+
+/* The backward keeps nothing from the forward: q, k, v and dout go to the head split (four
+ * all-to-alls), the attention of this rank's heads is recomputed there for its (o, lse),
+ * its backward runs over the whole sequence, and dq, dk, dv come back (three). */
+void cp_ulysses_backward(const cp_config *c, const float *q, const float *k, const float *v, const float *dout,
+                         float *dq, float *dk, float *dv, pl_stream *s) {
+    uly_plan u;
+    uly_make(c, &u);
+    int n = u.m.n, S = c->seq, d = c->head_dim, H = c->heads, Hkv = c->kv_heads;
+    size_t wq = (size_t)(H / n) * d, wk = (size_t)(Hkv / n) * d;
+    float *qg = pl_malloc_floats((size_t)S * wq), *kg = pl_malloc_floats((size_t)S * wk),
+          *vg = pl_malloc_floats((size_t)S * wk), *gg = pl_malloc_floats((size_t)S * wq),
+          *og = pl_malloc_floats((size_t)S * wq), *lg = pl_malloc_floats((size_t)S * (H / n)),
+          *dqg = pl_malloc_floats((size_t)S * wq), *dkg = pl_malloc_floats((size_t)S * wk),
+          *dvg = pl_malloc_floats((size_t)S * wk);
+    uly_to_heads(c, &u, q, H, qg, s);
+    uly_to_heads(c, &u, k, Hkv, kg, s);
+    uly_to_heads(c, &u, v, Hkv, vg, s);
+    uly_to_heads(c, &u, dout, H, gg, s);
+    float scale = 1.0f / sqrtf((float)d);
+    kern_flash_block(og, lg, qg, kg, vg, u.m.pos_d, u.m.pos_d, S, S, H / n, Hkv / n, d, c->causal, scale, s);
+    pl_fill(dqg, 0.0f, (size_t)S * wq, s);
+    pl_fill(dkg, 0.0f, (size_t)S * wk, s);
+    pl_fill(dvg, 0.0f, (size_t)S * wk, s);
+    kern_flash_block_backward(dqg, dkg, dvg, qg, kg, vg, og, lg, gg, u.m.pos_d, u.m.pos_d, S, S, H / n, Hkv / n, d,
+                              c->causal, scale, s);
+    uly_from_heads(c, &u, dqg, H, dq, s);
+    uly_from_heads(c, &u, dkg, Hkv, dk, s);
+    uly_from_heads(c, &u, dvg, Hkv, dv, s);
+    uly_free(&u, s);
+    pl_free(qg), pl_free(kg), pl_free(vg), pl_free(gg), pl_free(og), pl_free(lg);
+    pl_free(dqg), pl_free(dkg), pl_free(dvg);
 }
