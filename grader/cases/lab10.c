@@ -28,7 +28,7 @@
 
 #include "lab10.h"
 
-lab10_flags L10 = {.head_dim = 16, .seq_blocks = 6, .merge_rows = 96};
+lab10_flags L10 = {.head_dim = 16, .seq_blocks = 6, .merge_rows = 96, .profile = "dgx-h100"};
 
 void l10_params_of(const drv_case *c, l10_params *p) {
     const int64_t *a = c->arg;
@@ -124,6 +124,13 @@ static const drv_flag FLAGS[] = {
     {"--head-dim", DRV_INT, &L10.head_dim, 1, 1024, "head size d of the ring and Ulysses cases (default 16)"},
     {"--seq-blocks", DRV_INT, &L10.seq_blocks, 1, 4096, "the long cases' S = seq_blocks * 2n + 3 (default 6)"},
     {"--merge-rows", DRV_INT, &L10.merge_rows, 1, 1 << 20, "rows of the merge cases (default 96)"},
+    {"--profile", DRV_STR, &L10.profile, 0, 0, "cost-model profile of the bench's prediction (default dgx-h100)"},
+    {NULL},
+};
+
+static const drv_mode MODES[] = {
+    {"bench", "ring (contiguous, zig-zag) and Ulysses by tokens per rank, measured and predicted; the profile's "
+              "long-context table with the crossover", DRV_P(lab10_mode_bench), "1 2 4", NULL},
     {NULL},
 };
 
@@ -132,6 +139,7 @@ static const drv_lab LAB = {
     .title = "Lab 10: context parallelism (the online-softmax merge, ring attention and Ulysses, forward and backward, contiguous and zig-zag)",
     .flags = FLAGS,
     .tests = TESTS,
+    .modes = MODES,
     .player_init = DRV_P(lab10_player_init),
 };
 

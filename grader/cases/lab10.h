@@ -30,6 +30,7 @@ typedef struct {
     int head_dim;   /* --head-dim: d of the ring and Ulysses cases        */
     int seq_blocks; /* --seq-blocks: the long cases' S = seq_blocks * 2n + 3 */
     int merge_rows; /* --merge-rows: rows of the merge cases               */
+    const char *profile; /* --profile: the bench's prediction               */
 } lab10_flags;
 extern lab10_flags L10;
 
@@ -77,5 +78,6 @@ void lab10_teardown(drv_case *c);
 /* ---- player (grader/player/lab10.c) ------------------------------------------------- */
 void lab10_player_init(void);
 void lab10_play(drv_case *c);
+int lab10_mode_bench(void);
 
 #endif

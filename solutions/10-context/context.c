@@ -155,40 +155,58 @@ static void compute_block(const cp_config *c, const cp_map *m, int owner, const 
     kern_flash_merge(o + qoff * qrow, lse + (size_t)qoff * H, ob, lb, nq * H, d, s);
 }
 
+/* The exchange runs on the caller's stream s, the blocks' compute on the other stream, so
+ * that on a GPU the next block's transfer hides under this block's compute. Events order
+ * them: a block is computed once its exchange is in (in[b]), and a buffer is received into
+ * again only once the compute that read it is done (used[b]). */
 void cp_ring_forward(const cp_config *c, const float *q, const float *k, const float *v, float *o, float *lse,
                      pl_stream *s) {
     cp_map m;
     map_make(c, &m);
     int n = m.n, me = m.me, H = c->heads, d = c->head_dim, next = (me + 1) % n, prev = (me - 1 + n) % n;
     size_t krow = (size_t)c->kv_heads * d, rows = (size_t)m.rows[me];
+    pl_stream *cs = pl_stream_compute() == s ? pl_stream_comm() : pl_stream_compute();
+    pl_event *ready = pl_event_create(), *done = pl_event_create(), *in[2], *used[2];
     float *kv[2][2] = {{NULL, NULL}, {NULL, NULL}};
-    if (n > 1)
-        for (int b = 0; b < 2; b++)
-            for (int j = 0; j < 2; j++) kv[b][j] = pl_malloc_floats((size_t)m.maxrows * krow);
+    for (int b = 0; b < 2; b++) {
+        in[b] = pl_event_create(), used[b] = pl_event_create();
+        for (int j = 0; j < 2; j++) kv[b][j] = n > 1 ? pl_malloc_floats((size_t)m.maxrows * krow) : NULL;
+    }
     float *ob = pl_malloc_floats(rows * H * d), *lb = pl_malloc_floats(rows * H);
-    pl_fill(o, 0.0f, rows * H * d, s);
-    pl_fill(lse, -INFINITY, rows * H, s);
+    pl_event_record(ready, s); /* q, k, v as the caller left them on s */
+    pl_stream_wait_event(cs, ready);
+    pl_fill(o, 0.0f, rows * H * d, cs);
+    pl_fill(lse, -INFINITY, rows * H, cs);
     const float *kc = k, *vc = v;
     for (int t = 0; t < n; t++) {
-        int owner = (me - t + n) % n, incoming = (me - t - 1 + 2 * n) % n;
-        float *kn = kv[t % 2][0], *vn = kv[t % 2][1];
+        int owner = (me - t + n) % n, incoming = (me - t - 1 + 2 * n) % n, b = t % 2;
+        float *kn = kv[b][0], *vn = kv[b][1];
         if (t < n - 1) { /* the next block's exchange first: it overlaps this block's compute */
-            size_t out = (size_t)m.rows[owner] * krow, in = (size_t)m.rows[incoming] * krow;
+            size_t out = (size_t)m.rows[owner] * krow, inb = (size_t)m.rows[incoming] * krow;
+            if (t >= 2) pl_stream_wait_event(s, used[b]); /* step t-1 computed from this buffer */
             pl_group_start();
             pl_send(kc, out, next, c->comm, s);
             pl_send(vc, out, next, c->comm, s);
-            pl_recv(kn, in, prev, c->comm, s);
-            pl_recv(vn, in, prev, c->comm, s);
+            pl_recv(kn, inb, prev, c->comm, s);
+            pl_recv(vn, inb, prev, c->comm, s);
             pl_group_end();
+            pl_event_record(in[b], s);
         }
-        compute_block(c, &m, owner, q, kc, vc, o, lse, ob, lb, s);
+        if (t >= 1) pl_stream_wait_event(cs, in[1 - b]); /* the block received in step t-1 */
+        compute_block(c, &m, owner, q, kc, vc, o, lse, ob, lb, cs);
+        if (t >= 1) pl_event_record(used[1 - b], cs);
         kc = kn, vc = vn;
     }
-    pl_stream_sync(s); /* the scratch below is freed at once */
+    pl_event_record(done, cs);
+    pl_stream_wait_event(s, done); /* o and lse are the caller's on s */
+    pl_stream_sync(s);             /* the scratch below is freed at once */
     pl_free(ob);
     pl_free(lb);
-    for (int b = 0; b < 2; b++)
+    for (int b = 0; b < 2; b++) {
         for (int j = 0; j < 2; j++) pl_free(kv[b][j]);
+        pl_event_destroy(in[b]), pl_event_destroy(used[b]);
+    }
+    pl_event_destroy(ready), pl_event_destroy(done);
     map_free(&m);
 }
 
