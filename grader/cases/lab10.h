@@ -79,5 +79,7 @@ void lab10_teardown(drv_case *c);
 void lab10_player_init(void);
 void lab10_play(drv_case *c);
 int lab10_mode_bench(void);
+int lab10_mode_dump(void);
+int lab10_mode_long(void);
 
 #endif
