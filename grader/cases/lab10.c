@@ -16,6 +16,8 @@
  *                order and memory as the forward's
  *   ulysses.*    cp_ulysses_forward, both layouts, causal and full, MHA and GQA: o, and the
  *                four all-to-alls' traffic exact
+ *   usp.*        cp_usp_forward on every grid u x (n / u) of the world, both layouts, causal,
+ *                MHA and GQA: o, and the row all-to-alls' and column ring's traffic exact
  *   ulysses_bwd.* cp_ulysses_backward, the same variants: dq, dk, dv, and the seven
  *                all-to-alls' traffic exact
  * The referee (grader/referee/lab10.c) makes every token's q, k, v from a seed only
@@ -42,6 +44,7 @@ void l10_params_of(const drv_case *c, l10_params *p) {
     case K_RING_BWD: p->H = p->gqa ? 6 : 4, p->Hkv = p->gqa ? 2 : 4; break;
     case K_ULY:
     case K_ULY_BWD: p->H = 2 * n, p->Hkv = p->gqa ? n : 2 * n, p->ulysses = 1; break;
+    case K_USP: p->u = (int)a[A_U], p->H = 2 * n, p->Hkv = p->gqa ? n : 2 * n; break;
     case K_POS: p->H = 1, p->Hkv = 1; break;
     case K_CONFIG: {
         int v = p->variant;
@@ -71,7 +74,7 @@ static drv_instance *add(drv_plan *pp, const drv_test *t, const char *group, l10
     va_end(ap);
     drv_instance *in = drv_plan_add(pp, t, "%s", name);
     snprintf(in->group, sizeof in->group, "%s", group);
-    int64_t a[DRV_ARGS] = {kind, variant, layout, causal, gqa, S};
+    int64_t a[DRV_ARGS] = {kind, variant, layout, causal, gqa, S, variant};
     memcpy(in->arg, a, sizeof a);
     return in;
 }
@@ -81,6 +84,15 @@ static const char *CFG_NAMES[CFG_COUNT] = {"ok", "seq0", "heads_not_multiple_of_
                                            "layout_unknown", "seq_under_chunks", "ulysses_ok", "ulysses_heads",
                                            "seq_mismatch", "mismatch_and_shape", "shape_and_heads"};
 static const char *LAYOUTS[2] = {"contig", "zigzag"};
+
+static void plan_usp(const drv_test *t, drv_plan *pp, int n, int S) {
+    for (int u = 1; u <= n; u++) /* every grid u x (n / u) */
+        if (n % u == 0)
+            for (int l = 0; l < 2; l++)
+                for (int gqa = 0; gqa < 2; gqa++)
+                    add(pp, t, "usp", K_USP, u, l, 1, gqa, S, "usp.u%dr%d.%s.causal.%s.S%d", u, n / u, LAYOUTS[l],
+                        gqa ? "gqa" : "mha", S);
+}
 
 static void plan(const drv_test *t, drv_plan *pp) {
     int n = pl_world(), lens[2] = {2 * n + 1, L10.seq_blocks * 2 * n + 3};
@@ -112,6 +124,7 @@ static void plan(const drv_test *t, drv_plan *pp) {
             for (int gqa = 0; gqa < 2; gqa++)
                 add(pp, t, "ulysses_backward", K_ULY_BWD, 0, l, causal, gqa, lens[1], "ulysses_bwd.%s.%s.%s.S%d",
                     LAYOUTS[l], causal ? "causal" : "full", gqa ? "gqa" : "mha", lens[1]);
+    plan_usp(t, pp, n, lens[1]);
 }
 
 static const drv_test TESTS[] = {
@@ -141,7 +154,7 @@ static const drv_mode MODES[] = {
 
 static const drv_lab LAB = {
     .name = "10-context",
-    .title = "Lab 10: context parallelism (the online-softmax merge, ring attention and Ulysses, forward and backward, contiguous and zig-zag)",
+    .title = "Lab 10: context parallelism (the online-softmax merge, ring attention and Ulysses, forward and backward, contiguous and zig-zag, and their 2-D grid)",
     .flags = FLAGS,
     .tests = TESTS,
     .modes = MODES,

@@ -15,6 +15,7 @@
  *   ring_bwd    "q" "k" "v", "o" "lse" (the float64 forward, rounded), "dout" [Sl, H, d]
  *               (IN const); "dq" [Sl, H, d], "dk" "dv" [Sl, Hkv, d] (OUT)
  *   ulysses_bwd "q" "k" "v" "dout" (IN const); "dq" "dk" "dv" (OUT)
+ *   usp         "q" "k" "v" (IN const); "o" (OUT)
  * Every input of a rank is its own tokens' (from the case's seed, which only referees
  * know); the reference of the whole sequence is the referee's.
  */
@@ -34,14 +35,14 @@ typedef struct {
 } lab10_flags;
 extern lab10_flags L10;
 
-typedef enum { K_MERGE, K_POS, K_CONFIG, K_RING, K_ULY, K_RING_BWD, K_ULY_BWD } l10_kind;
+typedef enum { K_MERGE, K_POS, K_CONFIG, K_RING, K_ULY, K_RING_BWD, K_ULY_BWD, K_USP } l10_kind;
 enum { M_RANDOM, M_LARGE, M_EMPTY_RUNNING, M_EMPTY_BLOCK, M_MIXED, M_COUNT };
 enum {
     CFG_OK, CFG_SEQ0, CFG_HEADS_KV, CFG_DIM0, CFG_CAUSAL2, CFG_LAYOUT2, CFG_SEQ_CHUNKS, CFG_ULY_OK, CFG_ULY_HEADS,
     CFG_MISMATCH, CFG_MISMATCH_SHAPE, CFG_SHAPE_HEADS, CFG_COUNT
 };
 #define CFG_NEEDS_RANKS(v) ((v) == CFG_ULY_HEADS || (v) == CFG_MISMATCH || (v) == CFG_MISMATCH_SHAPE || (v) == CFG_SHAPE_HEADS)
-enum { A_KIND, A_VARIANT, A_LAYOUT, A_CAUSAL, A_GQA, A_SEQ };
+enum { A_KIND, A_VARIANT, A_LAYOUT, A_CAUSAL, A_GQA, A_SEQ, A_U };
 
 /* The codes and layouts of labs/10-context/context.h (the player checks that they agree). */
 enum { L10_OK, L10_ERR_SHAPE, L10_ERR_HEADS, L10_ERR_MISMATCH };
@@ -52,6 +53,7 @@ typedef struct {
     int variant, layout, causal, gqa;
     int n, S, H, Hkv, d, rows; /* rows: the merge's */
     int ulysses;
+    int u; /* usp: the Ulysses degree (rows of u ranks), n / u the ring's */
 } l10_params;
 void l10_params_of(const drv_case *c, l10_params *p);
 

@@ -403,15 +403,17 @@ void lab10_check(drv_case *c) {
         return;
     }
     case K_RING:
-    case K_ULY: {
+    case K_ULY:
+    case K_USP: {
         int rows = k->rows[c->rank];
         size_t no = (size_t)rows * p->H * p->d, nl = (size_t)rows * p->H;
         k->o_ref = malloc((no + 1) * sizeof(double));
         k->lse_ref = malloc((nl + 1) * sizeof(double));
         PL_CHECK(k->o_ref && k->lse_ref, "out of host memory");
         reference(p, k->seed, k->pos, rows, k->o_ref, k->lse_ref);
-        if (p->kind == K_ULY) {
-            drv_check_tensor(c, "cp_ulysses_forward: o", drv_slot_host(c, "o"), k->o_ref, no, drv_tolerance());
+        if (p->kind == K_ULY || p->kind == K_USP) {
+            drv_check_tensor(c, p->kind == K_ULY ? "cp_ulysses_forward: o" : "cp_usp_forward: o", drv_slot_host(c, "o"),
+                             k->o_ref, no, drv_tolerance());
             return;
         }
         check_o_lse(c, drv_slot_host(c, "o"), k->o_ref, no, drv_slot_host(c, "lse"), k->lse_ref, nl, "cp_ring_forward");
@@ -470,6 +472,25 @@ void lab10_model(drv_case *c, drv_model *m) {
         m->no_collectives = true, m->exact_p2p = true;
         m->p2p_msgs = n > 1 ? 2.0 * (n - 1) + 2.0 * n : 0;
         m->p2p_bytes = n > 1 ? kv + 2.0 * p->S * w : 0;
+        m->no_leak = true;
+        return;
+    }
+    case K_USP: {
+        /* the row's all-to-alls (Ulysses over the u ranks g u .. g u + u - 1: q, k, v out, o
+         * back) and the column's ring (K and V of the row blocks held in steps 0 .. r - 2) */
+        int u = p->u, r = n / u, g = me / u;
+        double bytes = 0, w = (double)p->d * sizeof(float) / u, *rowS = calloc((size_t)r, sizeof(double));
+        PL_CHECK(rowS != NULL, "out of host memory");
+        for (int i = 0; i < u; i++) {
+            int peer = g * u + i;
+            if (peer != me) bytes += k->rows[me] * (p->H + 2.0 * p->Hkv) * w + (double)k->rows[peer] * p->H * w;
+        }
+        for (int x = 0; x < r; x++)
+            for (int i = 0; i < u; i++) rowS[x] += k->rows[x * u + i];
+        for (int t = 0; t + 1 < r; t++) bytes += 2.0 * rowS[(g - t + r) % r] * p->Hkv * w;
+        free(rowS);
+        m->no_collectives = true, m->exact_p2p = true;
+        m->p2p_msgs = 4.0 * (u - 1) + 2.0 * (r - 1), m->p2p_bytes = bytes;
         m->no_leak = true;
         return;
     }

@@ -3,6 +3,7 @@
  *
  * Allowed harness calls:
  *   pl_send, pl_recv, pl_group_start/end            the ring and the all-to-alls
+ *   pl_comm_split, pl_comm_free                      the 2-D grid's rows and columns
  *   pl_allreduce                                     cp_config_check only
  *   pl_malloc(_floats), pl_free, pl_upload, pl_download, pl_copy, pl_memset, pl_fill,
  *   pl_stream_sync, pl_comm_rank/size
@@ -72,5 +73,13 @@ void cp_ulysses_forward(const cp_config *c, const float *q, const float *k, cons
 void cp_ulysses_backward(const cp_config *c, const float *q, const float *k, const float *v, const float *dout,
                          float *dq, float *dk, float *dv, pl_stream *s) {
     (void)c, (void)q, (void)k, (void)v, (void)dout, (void)dq, (void)dk, (void)dv, (void)s;
+    /* TODO */
+}
+
+/* 8. 2-D: Ulysses within rows of u consecutive ranks (split a communicator per row and per
+ *    column), the ring over the rows' gathered blocks within each column, Ulysses back. */
+void cp_usp_forward(const cp_config *c, int u, const float *q, const float *k, const float *v, float *o,
+                    pl_stream *s) {
+    (void)c, (void)u, (void)q, (void)k, (void)v, (void)o, (void)s;
     /* TODO */
 }

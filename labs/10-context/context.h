@@ -123,4 +123,15 @@ void cp_ulysses_forward(const cp_config *c, const float *q, const float *k, cons
 void cp_ulysses_backward(const cp_config *c, const float *q, const float *k, const float *v, const float *dout,
                          float *dq, float *dk, float *dv, pl_stream *s);
 
+/* Unified sequence parallelism (2-D): the n ranks as a grid of n / u rows of u consecutive
+ * ranks (rank me = g u + j: row g, column j). Ulysses within each row (its all-to-alls over
+ * the row's u ranks: rank j gets the row's tokens for heads [j H/u, (j+1) H/u)), the ring
+ * across the rows (over the n / u ranks of column j, which hold the same heads: the blocks
+ * are the rows' gathered tokens, K and V as two messages per step, n / u - 1 steps; a block
+ * whose keys all come after the row's last query is skipped when causal), and Ulysses back.
+ * u = n is Ulysses, u = 1 the ring. Needs u to divide n, H and Hkv. The row and column
+ * communicators are yours to split (pl_comm_split) and free. */
+void cp_usp_forward(const cp_config *c, int u, const float *q, const float *k, const float *v, float *o,
+                    pl_stream *s);
+
 #endif

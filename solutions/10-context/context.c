@@ -283,46 +283,63 @@ void cp_ring_backward(const cp_config *c, const float *q, const float *k, const 
 
 /* ---- Ulysses ------------------------------------------------------------------------ */
 
-/* One all-to-all from point-to-point calls: send block p (send_rows[p] rows of width
- * floats at send + soff[p] rows) to rank p, receive block p into recv + roff[p] rows. */
-static void alltoall_rows(const float *send, const int *send_rows, const int *soff, float *recv, const int *recv_rows,
-                          const int *roff, size_t width, const cp_map *m, pl_comm *comm, pl_stream *s) {
-    pl_copy(recv + (size_t)roff[m->me] * width, send + (size_t)soff[m->me] * width,
-            (size_t)send_rows[m->me] * width * sizeof(float), s);
+/* One all-to-all from point-to-point calls over comm (this rank me of n): send block p
+ * (send_rows[p] rows of width floats at send + soff[p] rows) to rank p, receive block p
+ * into recv + roff[p] rows. */
+static void alltoall_rows_in(const float *send, const int *send_rows, const int *soff, float *recv, const int *recv_rows,
+                             const int *roff, size_t width, int me, int n, pl_comm *comm, pl_stream *s) {
+    pl_copy(recv + (size_t)roff[me] * width, send + (size_t)soff[me] * width, (size_t)send_rows[me] * width * sizeof(float),
+            s);
     pl_group_start();
-    for (int p = 0; p < m->n; p++) {
-        if (p == m->me) continue;
+    for (int p = 0; p < n; p++) {
+        if (p == me) continue;
         pl_send(send + (size_t)soff[p] * width, (size_t)send_rows[p] * width, p, comm, s);
         pl_recv(recv + (size_t)roff[p] * width, (size_t)recv_rows[p] * width, p, comm, s);
     }
     pl_group_end();
 }
 
-/* What both directions of Ulysses share: the map, and the row orders of the packing. A
- * rank's tokens [rows, Hx, d] seen as [rows * n, Hx/n * d]: row t * n + p is token t's
- * heads of rank p. */
+/* What both directions of Ulysses share: the map, the group the all-to-alls run in (the
+ * world, or a row of the 2-D grid: consecutive ranks), and the row orders of the packing.
+ * A rank's tokens [rows, Hx, d] seen as [rows * gn, Hx/gn * d]: row t * gn + p is token t's
+ * heads of the group's member p. */
 typedef struct {
     cp_map m;
-    int rows, *mine, *moff; /* [n]: this rank's rows to / from every rank, and their offsets */
-    int *to, *from;         /* device [rows * n]: the orders of kern_gather_rows out and back  */
-    float *pack;            /* [n][rows][H/n * d]: what goes to or comes from each rank        */
+    int gn, gme, gS; /* the group's size, this rank's place in it, its gathered tokens       */
+    pl_comm *gcomm;
+    int *grows, *goff; /* [gn] each member's tokens and where they start in the gathered order */
+    const int *gpos;   /* device: the gathered sequence's positions                            */
+    int rows, *mine, *moff; /* this rank's rows to / from every member, and their offsets     */
+    int *to, *from;         /* device [rows * gn]: the orders of kern_gather_rows out and back */
+    float *pack;            /* [gn][rows][Hx/gn * d]: what goes to or comes from each member   */
 } uly_plan;
 
-static void uly_make(const cp_config *c, uly_plan *u) {
+/* The group of gn ranks from world rank `first` on, over gcomm (this rank at gme). */
+static void uly_make_group(const cp_config *c, uly_plan *u, int gn, int gme, pl_comm *gcomm, int first) {
     map_make(c, &u->m);
-    int n = u->m.n, rows = u->rows = u->m.rows[u->m.me];
-    u->mine = malloc(2 * (size_t)n * sizeof(int));
-    u->moff = u->mine + n;
-    int *h = malloc(2 * (size_t)rows * n * sizeof(int) + 1);
-    for (int p = 0; p < n; p++) {
-        u->mine[p] = rows, u->moff[p] = p * rows;
-        for (int t = 0; t < rows; t++) h[p * rows + t] = t * n + p, h[rows * n + t * n + p] = p * rows + t;
+    u->gn = gn, u->gme = gme, u->gcomm = gcomm, u->gS = 0;
+    int rows = u->rows = u->m.rows[u->m.me];
+    u->mine = malloc(4 * (size_t)gn * sizeof(int));
+    u->moff = u->mine + gn, u->grows = u->moff + gn, u->goff = u->grows + gn;
+    for (int p = 0; p < gn; p++) {
+        u->grows[p] = u->m.rows[first + p], u->goff[p] = u->gS;
+        u->gS += u->grows[p];
     }
-    u->to = pl_malloc(2 * (size_t)rows * n * sizeof(int) + 1);
-    u->from = u->to + (size_t)rows * n;
-    pl_upload(u->to, h, 2 * (size_t)rows * n * sizeof(int));
+    u->gpos = u->m.pos_d + u->m.off[first];
+    int *h = malloc(2 * (size_t)rows * gn * sizeof(int) + 1);
+    for (int p = 0; p < gn; p++) {
+        u->mine[p] = rows, u->moff[p] = p * rows;
+        for (int t = 0; t < rows; t++) h[p * rows + t] = t * gn + p, h[rows * gn + t * gn + p] = p * rows + t;
+    }
+    u->to = pl_malloc(2 * (size_t)rows * gn * sizeof(int) + 1);
+    u->from = u->to + (size_t)rows * gn;
+    pl_upload(u->to, h, 2 * (size_t)rows * gn * sizeof(int));
     free(h);
     u->pack = pl_malloc_floats((size_t)rows * c->heads * c->head_dim); /* the widest: H heads */
+}
+
+static void uly_make(const cp_config *c, uly_plan *u) {
+    uly_make_group(c, u, pl_comm_size(c->comm), pl_comm_rank(c->comm), c->comm, 0);
 }
 
 static void uly_free(uly_plan *u, pl_stream *s) {
@@ -333,18 +350,18 @@ static void uly_free(uly_plan *u, pl_stream *s) {
     map_free(&u->m);
 }
 
-/* src [rows, Hx, d] of this rank -> dst [S, Hx/n, d]: every token, this rank's heads */
+/* src [rows, Hx, d] of this rank -> dst [gS, Hx/gn, d]: the group's tokens, this rank's heads */
 static void uly_to_heads(const cp_config *c, uly_plan *u, const float *src, int Hx, float *dst, pl_stream *s) {
-    size_t w = (size_t)(Hx / u->m.n) * c->head_dim;
-    kern_gather_rows(u->pack, src, u->to, u->rows * u->m.n, (int)w, s);
-    alltoall_rows(u->pack, u->mine, u->moff, dst, u->m.rows, u->m.off, w, &u->m, c->comm, s);
+    size_t w = (size_t)(Hx / u->gn) * c->head_dim;
+    kern_gather_rows(u->pack, src, u->to, u->rows * u->gn, (int)w, s);
+    alltoall_rows_in(u->pack, u->mine, u->moff, dst, u->grows, u->goff, w, u->gme, u->gn, u->gcomm, s);
 }
 
-/* src [S, Hx/n, d] -> dst [rows, Hx, d]: rank p's tokens of these heads go back to rank p */
+/* src [gS, Hx/gn, d] -> dst [rows, Hx, d]: member p's tokens of these heads go back to p */
 static void uly_from_heads(const cp_config *c, uly_plan *u, const float *src, int Hx, float *dst, pl_stream *s) {
-    size_t w = (size_t)(Hx / u->m.n) * c->head_dim;
-    alltoall_rows(src, u->m.rows, u->m.off, u->pack, u->mine, u->moff, w, &u->m, c->comm, s);
-    kern_gather_rows(dst, u->pack, u->from, u->rows * u->m.n, (int)w, s);
+    size_t w = (size_t)(Hx / u->gn) * c->head_dim;
+    alltoall_rows_in(src, u->grows, u->goff, u->pack, u->mine, u->moff, w, u->gme, u->gn, u->gcomm, s);
+    kern_gather_rows(dst, u->pack, u->from, u->rows * u->gn, (int)w, s);
 }
 
 void cp_ulysses_forward(const cp_config *c, const float *q, const float *k, const float *v, float *o,
@@ -397,4 +414,71 @@ void cp_ulysses_backward(const cp_config *c, const float *q, const float *k, con
     uly_free(&u, s);
     pl_free(qg), pl_free(kg), pl_free(vg), pl_free(gg), pl_free(og), pl_free(lg);
     pl_free(dqg), pl_free(dkg), pl_free(dvg);
+}
+
+/* ---- 2-D: Ulysses within rows of the grid, the ring across them ----------------------- */
+
+/* Rank me = g * u + j: row g of the grid (u consecutive ranks) runs Ulysses, so that rank j
+ * of the row holds the row's tokens for heads [j H/u, (j+1) H/u); the ranks with the same j
+ * (one per row: a column) run the ring over the rows' gathered blocks. A block entirely
+ * after this row's last token (causal) is skipped. */
+void cp_usp_forward(const cp_config *c, int ud, const float *q, const float *k, const float *v, float *o,
+                    pl_stream *s) {
+    int n = pl_comm_size(c->comm), me = pl_comm_rank(c->comm), r = n / ud, g = me / ud, j = me % ud;
+    pl_comm *row = pl_comm_split(c->comm, g, j), *col = pl_comm_split(c->comm, j, g);
+    uly_plan u;
+    uly_make_group(c, &u, ud, j, row, g * ud);
+    int H = c->heads, Hkv = c->kv_heads, d = c->head_dim, Hu = H / ud, Hkvu = Hkv / ud;
+    size_t wq = (size_t)Hu * d, wk = (size_t)Hkvu * d;
+    /* every row's gathered tokens, and the first and last position among them */
+    int *gS = malloc(3 * (size_t)r * sizeof(int)), *lo = gS + r, *hi = lo + r, maxS = 0;
+    for (int x = 0; x < r; x++) {
+        gS[x] = 0, lo[x] = c->seq, hi[x] = -1;
+        for (int i = 0; i < ud; i++) gS[x] += u.m.rows[x * ud + i];
+        for (int t = 0; t < gS[x]; t++) {
+            int p = u.m.pos_h[u.m.off[x * ud] + t];
+            if (p < lo[x]) lo[x] = p;
+            if (p > hi[x]) hi[x] = p;
+        }
+        if (gS[x] > maxS) maxS = gS[x];
+    }
+    float *qg = pl_malloc_floats((size_t)u.gS * wq), *kg = pl_malloc_floats((size_t)u.gS * wk),
+          *vg = pl_malloc_floats((size_t)u.gS * wk), *og = pl_malloc_floats((size_t)u.gS * wq),
+          *lg = pl_malloc_floats((size_t)u.gS * Hu), *ob = pl_malloc_floats((size_t)u.gS * wq),
+          *lb = pl_malloc_floats((size_t)u.gS * Hu);
+    float *kv[2][2];
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < 2; i++) kv[b][i] = pl_malloc_floats((size_t)maxS * wk);
+    uly_to_heads(c, &u, q, H, qg, s);
+    uly_to_heads(c, &u, k, Hkv, kg, s);
+    uly_to_heads(c, &u, v, Hkv, vg, s);
+    pl_fill(og, 0.0f, (size_t)u.gS * wq, s);
+    pl_fill(lg, -INFINITY, (size_t)u.gS * Hu, s);
+    const float *kc = kg, *vc = vg;
+    for (int t = 0; t < r; t++) {
+        int owner = (g - t + r) % r, incoming = (g - t - 1 + 2 * r) % r;
+        float *kn = kv[t % 2][0], *vn = kv[t % 2][1];
+        if (t < r - 1) {
+            pl_group_start();
+            pl_send(kc, (size_t)gS[owner] * wk, (g + 1) % r, col, s);
+            pl_send(vc, (size_t)gS[owner] * wk, (g + 1) % r, col, s);
+            pl_recv(kn, (size_t)gS[incoming] * wk, (g - 1 + r) % r, col, s);
+            pl_recv(vn, (size_t)gS[incoming] * wk, (g - 1 + r) % r, col, s);
+            pl_group_end();
+        }
+        if (!c->causal || lo[owner] <= hi[g]) {
+            kern_flash_block(ob, lb, qg, kc, vc, u.gpos, u.m.pos_d + u.m.off[owner * ud], u.gS, gS[owner], Hu, Hkvu, d,
+                             c->causal, 1.0f / sqrtf((float)d), s);
+            kern_flash_merge(og, lg, ob, lb, u.gS * Hu, d, s);
+        }
+        kc = kn, vc = vn;
+    }
+    uly_from_heads(c, &u, og, H, o, s);
+    uly_free(&u, s);
+    pl_free(qg), pl_free(kg), pl_free(vg), pl_free(og), pl_free(lg), pl_free(ob), pl_free(lb);
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < 2; i++) pl_free(kv[b][i]);
+    free(gS);
+    pl_comm_free(row);
+    pl_comm_free(col);
 }

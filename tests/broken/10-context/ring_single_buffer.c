@@ -1,4 +1,5 @@
 // expect: error ring.contig.causal.mha.*
+// np: 3
 /* Broken on purpose: one receive buffer instead of two. From the second step on, the next
  * block is received into the buffer the held block is sent (and computed) from. The
  * operations of a group run at once, as on NCCL, so the harness stops the run with an

@@ -1,4 +1,5 @@
 // expect: wrong ring.contig.causal.*
+// np: 3
 /* Broken on purpose: blocks travel backwards (sent to rank me - 1, received from me + 1)
  * while the loop still takes the block of step t to be rank (me - t)'s: with three ranks
  * or more the positions (and so the mask and the sizes) belong to another rank's block. */

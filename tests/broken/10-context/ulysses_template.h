@@ -39,12 +39,12 @@ void cp_ulysses_forward(const cp_config *c, const float *q, const float *k, cons
     for (int i = 0; i < 3; i++) {
         size_t w = i == 0 ? wq : wk;
         kern_gather_rows(pack, src[i], idx, rows * n, (int)w, s);
-        alltoall_rows(pack, mine, moff, dst[i], m.rows, m.off, w, &m, c->comm, s);
+        alltoall_rows_in(pack, mine, moff, dst[i], m.rows, m.off, w, m.me, m.n, c->comm, s);
     }
     ULY_AFTER_GATHER(c);
     kern_flash_block(og, lg, qg, kg, vg, ULY_GATHERED_POS(m), ULY_GATHERED_POS(m), S, S, Hn, Hkvn, d, c->causal,
                      1.0f / sqrtf((float)d), s);
-    alltoall_rows(og, m.rows, m.off, pack, mine, moff, wq, &m, c->comm, s);
+    alltoall_rows_in(og, m.rows, m.off, pack, mine, moff, wq, m.me, m.n, c->comm, s);
     for (int p = 0; p < n; p++)
         for (int t = 0; t < rows; t++) idx_h[t * n + p] = p * rows + t;
     pl_stream_sync(s);
