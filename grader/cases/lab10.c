@@ -18,6 +18,7 @@
  *                four all-to-alls' traffic exact
  *   usp.*        cp_usp_forward on every grid u x (n / u) of the world, both layouts, causal,
  *                MHA and GQA: o, and the row all-to-alls' and column ring's traffic exact
+ *   usp_bwd.*    cp_usp_backward on every grid: dq, dk, dv, and the traffic exact
  *   ulysses_bwd.* cp_ulysses_backward, the same variants: dq, dk, dv, and the seven
  *                all-to-alls' traffic exact
  * The referee (grader/referee/lab10.c) makes every token's q, k, v from a seed only
@@ -44,7 +45,8 @@ void l10_params_of(const drv_case *c, l10_params *p) {
     case K_RING_BWD: p->H = p->gqa ? 6 : 4, p->Hkv = p->gqa ? 2 : 4; break;
     case K_ULY:
     case K_ULY_BWD: p->H = 2 * n, p->Hkv = p->gqa ? n : 2 * n, p->ulysses = 1; break;
-    case K_USP: p->u = (int)a[A_U], p->H = 2 * n, p->Hkv = p->gqa ? n : 2 * n; break;
+    case K_USP:
+    case K_USP_BWD: p->u = (int)a[A_U], p->H = 2 * n, p->Hkv = p->gqa ? n : 2 * n; break;
     case K_POS: p->H = 1, p->Hkv = 1; break;
     case K_CONFIG: {
         int v = p->variant;
@@ -92,6 +94,11 @@ static void plan_usp(const drv_test *t, drv_plan *pp, int n, int S) {
                 for (int gqa = 0; gqa < 2; gqa++)
                     add(pp, t, "usp", K_USP, u, l, 1, gqa, S, "usp.u%dr%d.%s.causal.%s.S%d", u, n / u, LAYOUTS[l],
                         gqa ? "gqa" : "mha", S);
+    for (int u = 1; u <= n; u++) /* the backward: causal zig-zag GQA, and full MHA contiguous */
+        if (n % u == 0) {
+            add(pp, t, "usp_backward", K_USP_BWD, u, 1, 1, 1, S, "usp_bwd.u%dr%d.zigzag.causal.gqa.S%d", u, n / u, S);
+            add(pp, t, "usp_backward", K_USP_BWD, u, 0, 0, 0, S, "usp_bwd.u%dr%d.contig.full.mha.S%d", u, n / u, S);
+        }
 }
 
 static void plan(const drv_test *t, drv_plan *pp) {

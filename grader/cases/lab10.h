@@ -16,6 +16,7 @@
  *               (IN const); "dq" [Sl, H, d], "dk" "dv" [Sl, Hkv, d] (OUT)
  *   ulysses_bwd "q" "k" "v" "dout" (IN const); "dq" "dk" "dv" (OUT)
  *   usp         "q" "k" "v" (IN const); "o" (OUT)
+ *   usp_bwd     as ulysses_bwd
  * Every input of a rank is its own tokens' (from the case's seed, which only referees
  * know); the reference of the whole sequence is the referee's.
  */
@@ -35,7 +36,7 @@ typedef struct {
 } lab10_flags;
 extern lab10_flags L10;
 
-typedef enum { K_MERGE, K_POS, K_CONFIG, K_RING, K_ULY, K_RING_BWD, K_ULY_BWD, K_USP } l10_kind;
+typedef enum { K_MERGE, K_POS, K_CONFIG, K_RING, K_ULY, K_RING_BWD, K_ULY_BWD, K_USP, K_USP_BWD } l10_kind;
 enum { M_RANDOM, M_LARGE, M_EMPTY_RUNNING, M_EMPTY_BLOCK, M_MIXED, M_COUNT };
 enum {
     CFG_OK, CFG_SEQ0, CFG_HEADS_KV, CFG_DIM0, CFG_CAUSAL2, CFG_LAYOUT2, CFG_SEQ_CHUNKS, CFG_ULY_OK, CFG_ULY_HEADS,

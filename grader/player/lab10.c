@@ -116,6 +116,11 @@ void lab10_play(drv_case *c) {
                             drv_slot_f(c, "dq"), drv_slot_f(c, "dk"), drv_slot_f(c, "dv"), st);
         drv_consume(c, st, "dq", "dk", "dv", NULL);
         break;
+    case K_USP_BWD:
+        cp_usp_backward(&cfg, p.u, drv_slot_f(c, "q"), drv_slot_f(c, "k"), drv_slot_f(c, "v"), drv_slot_f(c, "dout"),
+                        drv_slot_f(c, "dq"), drv_slot_f(c, "dk"), drv_slot_f(c, "dv"), st);
+        drv_consume(c, st, "dq", "dk", "dv", NULL);
+        break;
     case K_USP:
         cp_usp_forward(&cfg, p.u, drv_slot_f(c, "q"), drv_slot_f(c, "k"), drv_slot_f(c, "v"), drv_slot_f(c, "o"), st);
         drv_consume(c, st, "o", NULL);

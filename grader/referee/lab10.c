@@ -191,7 +191,7 @@ void lab10_setup(drv_case *c) {
                 v[at] = (float)value(k->seed, 2, k->pos[i], h, x);
             }
     }
-    if (p->kind == K_ULY_BWD) {
+    if (p->kind == K_ULY_BWD || p->kind == K_USP_BWD) {
         float *g = drv_slot_new(c, "dout", nq * sizeof(float), DRV_IN | DRV_CONST);
         for (int i = 0; i < rows; i++)
             for (int h = 0; h < p->H; h++)
@@ -421,8 +421,9 @@ void lab10_check(drv_case *c) {
         return;
     }
     case K_RING_BWD:
-    case K_ULY_BWD: {
-        const char *fn = p->kind == K_RING_BWD ? "cp_ring_backward" : "cp_ulysses_backward";
+    case K_ULY_BWD:
+    case K_USP_BWD: {
+        const char *fn = p->kind == K_RING_BWD ? "cp_ring_backward" : p->kind == K_ULY_BWD ? "cp_ulysses_backward" : "cp_usp_backward";
         char what[64];
         int rows = k->rows[c->rank];
         size_t nq = (size_t)rows * p->H * p->d, nk = (size_t)rows * p->Hkv * p->d;
@@ -475,22 +476,30 @@ void lab10_model(drv_case *c, drv_model *m) {
         m->no_leak = true;
         return;
     }
-    case K_USP: {
-        /* the row's all-to-alls (Ulysses over the u ranks g u .. g u + u - 1: q, k, v out, o
-         * back) and the column's ring (K and V of the row blocks held in steps 0 .. r - 2) */
+    case K_USP:
+    case K_USP_BWD: {
+        /* the row's all-to-alls (Ulysses over the u ranks g u .. g u + u - 1: forward q, k, v
+         * out and o back; backward q, k, v, dout out and dq, dk, dv back) and the column's
+         * ring (K and V of the row blocks held in steps 0 .. r - 2; the backward: that once
+         * for the recomputed forward, once more, and every row's dK and dV once around) */
+        bool bwd = p->kind == K_USP_BWD;
         int u = p->u, r = n / u, g = me / u;
-        double bytes = 0, w = (double)p->d * sizeof(float) / u, *rowS = calloc((size_t)r, sizeof(double));
+        double bytes = 0, w = (double)p->d * sizeof(float) / u, *rowS = calloc((size_t)r, sizeof(double)), kv = 0;
         PL_CHECK(rowS != NULL, "out of host memory");
         for (int i = 0; i < u; i++) {
             int peer = g * u + i;
-            if (peer != me) bytes += k->rows[me] * (p->H + 2.0 * p->Hkv) * w + (double)k->rows[peer] * p->H * w;
+            if (peer == me) continue;
+            bytes += bwd ? k->rows[me] * (2.0 * p->H + 2.0 * p->Hkv) * w + (double)k->rows[peer] * (p->H + 2.0 * p->Hkv) * w
+                         : k->rows[me] * (p->H + 2.0 * p->Hkv) * w + (double)k->rows[peer] * p->H * w;
         }
         for (int x = 0; x < r; x++)
             for (int i = 0; i < u; i++) rowS[x] += k->rows[x * u + i];
-        for (int t = 0; t + 1 < r; t++) bytes += 2.0 * rowS[(g - t + r) % r] * p->Hkv * w;
+        for (int t = 0; t + 1 < r; t++) kv += 2.0 * rowS[(g - t + r) % r] * p->Hkv * w;
         free(rowS);
+        bytes += bwd ? 2 * kv + (r > 1 ? 2.0 * p->S * p->Hkv * w : 0) : kv;
         m->no_collectives = true, m->exact_p2p = true;
-        m->p2p_msgs = 4.0 * (u - 1) + 2.0 * (r - 1), m->p2p_bytes = bytes;
+        m->p2p_msgs = bwd ? 7.0 * (u - 1) + 4.0 * (r - 1) + (r > 1 ? 2.0 * r : 0) : 4.0 * (u - 1) + 2.0 * (r - 1);
+        m->p2p_bytes = bytes;
         m->no_leak = true;
         return;
     }

@@ -83,3 +83,11 @@ void cp_usp_forward(const cp_config *c, int u, const float *q, const float *k, c
     (void)c, (void)u, (void)q, (void)k, (void)v, (void)o, (void)s;
     /* TODO */
 }
+
+/* 9. The 2-D backward: to the row's head split (q, k, v, dout), recompute (o, lse) with the
+ *    column's ring, the column's ring backward, back (dq, dk, dv). */
+void cp_usp_backward(const cp_config *c, int u, const float *q, const float *k, const float *v, const float *dout,
+                     float *dq, float *dk, float *dv, pl_stream *s) {
+    (void)c, (void)u, (void)q, (void)k, (void)v, (void)dout, (void)dq, (void)dk, (void)dv, (void)s;
+    /* TODO */
+}

@@ -134,4 +134,12 @@ void cp_ulysses_backward(const cp_config *c, const float *q, const float *k, con
 void cp_usp_forward(const cp_config *c, int u, const float *q, const float *k, const float *v, float *o,
                     pl_stream *s);
 
+/* Its backward: dq [Sl, H, d], dk and dv [Sl, Hkv, d] (written) from dout. q, k, v and dout go
+ * to the row's head split (four all-to-alls), the column's ring recomputes the row's (o,
+ * lse) (as the forward's ring) and then runs cp_ring_backward's scheme over the rows'
+ * blocks (K and V n/u - 1 times, dK and dV n/u times; none at n/u = 1), and dq, dk, dv come
+ * back (three all-to-alls). */
+void cp_usp_backward(const cp_config *c, int u, const float *q, const float *k, const float *v, const float *dout,
+                     float *dq, float *dk, float *dv, pl_stream *s);
+
 #endif

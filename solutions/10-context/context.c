@@ -422,63 +422,174 @@ void cp_ulysses_backward(const cp_config *c, const float *q, const float *k, con
  * of the row holds the row's tokens for heads [j H/u, (j+1) H/u); the ranks with the same j
  * (one per row: a column) run the ring over the rows' gathered blocks. A block entirely
  * after this row's last token (causal) is skipped. */
-void cp_usp_forward(const cp_config *c, int ud, const float *q, const float *k, const float *v, float *o,
-                    pl_stream *s) {
-    int n = pl_comm_size(c->comm), me = pl_comm_rank(c->comm), r = n / ud, g = me / ud, j = me % ud;
-    pl_comm *row = pl_comm_split(c->comm, g, j), *col = pl_comm_split(c->comm, j, g);
-    uly_plan u;
-    uly_make_group(c, &u, ud, j, row, g * ud);
-    int H = c->heads, Hkv = c->kv_heads, d = c->head_dim, Hu = H / ud, Hkvu = Hkv / ud;
-    size_t wq = (size_t)Hu * d, wk = (size_t)Hkvu * d;
-    /* every row's gathered tokens, and the first and last position among them */
-    int *gS = malloc(3 * (size_t)r * sizeof(int)), *lo = gS + r, *hi = lo + r, maxS = 0;
-    for (int x = 0; x < r; x++) {
-        gS[x] = 0, lo[x] = c->seq, hi[x] = -1;
-        for (int i = 0; i < ud; i++) gS[x] += u.m.rows[x * ud + i];
-        for (int t = 0; t < gS[x]; t++) {
-            int p = u.m.pos_h[u.m.off[x * ud] + t];
-            if (p < lo[x]) lo[x] = p;
-            if (p > hi[x]) hi[x] = p;
+typedef struct {
+    int ud, r, g, maxS;
+    pl_comm *row, *col;
+    uly_plan u;      /* the row's all-to-alls */
+    int *gS, *lo, *hi; /* [r] every row's gathered tokens, their first and last position */
+} usp_grid;
+
+static void grid_make(const cp_config *c, int ud, usp_grid *G) {
+    int n = pl_comm_size(c->comm), me = pl_comm_rank(c->comm), j = me % ud;
+    G->ud = ud, G->r = n / ud, G->g = me / ud, G->maxS = 0;
+    G->row = pl_comm_split(c->comm, G->g, j), G->col = pl_comm_split(c->comm, j, G->g);
+    uly_make_group(c, &G->u, ud, j, G->row, G->g * ud);
+    G->gS = malloc(3 * (size_t)G->r * sizeof(int)), G->lo = G->gS + G->r, G->hi = G->lo + G->r;
+    for (int x = 0; x < G->r; x++) {
+        G->gS[x] = 0, G->lo[x] = c->seq, G->hi[x] = -1;
+        for (int i = 0; i < ud; i++) G->gS[x] += G->u.m.rows[x * ud + i];
+        for (int t = 0; t < G->gS[x]; t++) {
+            int p = G->u.m.pos_h[G->u.m.off[x * ud] + t];
+            if (p < G->lo[x]) G->lo[x] = p;
+            if (p > G->hi[x]) G->hi[x] = p;
         }
-        if (gS[x] > maxS) maxS = gS[x];
+        if (G->gS[x] > G->maxS) G->maxS = G->gS[x];
     }
-    float *qg = pl_malloc_floats((size_t)u.gS * wq), *kg = pl_malloc_floats((size_t)u.gS * wk),
-          *vg = pl_malloc_floats((size_t)u.gS * wk), *og = pl_malloc_floats((size_t)u.gS * wq),
-          *lg = pl_malloc_floats((size_t)u.gS * Hu), *ob = pl_malloc_floats((size_t)u.gS * wq),
-          *lb = pl_malloc_floats((size_t)u.gS * Hu);
-    float *kv[2][2];
+}
+
+static void grid_free(usp_grid *G, pl_stream *s) {
+    uly_free(&G->u, s);
+    free(G->gS);
+    pl_comm_free(G->row);
+    pl_comm_free(G->col);
+}
+
+static const int *grid_pos(const usp_grid *G, int x) { return G->u.m.pos_d + G->u.m.off[x * G->ud]; }
+static bool grid_needed(const cp_config *c, const usp_grid *G, int x) { return !c->causal || G->lo[x] <= G->hi[G->g]; }
+
+/* The column's ring: (og, lg) [gS, H/u] of this row's queries against every row's keys. */
+static void col_ring_forward(const cp_config *c, usp_grid *G, const float *qg, const float *kg, const float *vg,
+                             float *og, float *lg, pl_stream *s) {
+    int r = G->r, g = G->g, Hu = c->heads / G->ud, Hkvu = c->kv_heads / G->ud, d = c->head_dim, mine = G->gS[g];
+    size_t wq = (size_t)Hu * d, wk = (size_t)Hkvu * d;
+    float *ob = pl_malloc_floats((size_t)mine * wq), *lb = pl_malloc_floats((size_t)mine * Hu), *kv[2][2];
     for (int b = 0; b < 2; b++)
-        for (int i = 0; i < 2; i++) kv[b][i] = pl_malloc_floats((size_t)maxS * wk);
-    uly_to_heads(c, &u, q, H, qg, s);
-    uly_to_heads(c, &u, k, Hkv, kg, s);
-    uly_to_heads(c, &u, v, Hkv, vg, s);
-    pl_fill(og, 0.0f, (size_t)u.gS * wq, s);
-    pl_fill(lg, -INFINITY, (size_t)u.gS * Hu, s);
+        for (int i = 0; i < 2; i++) kv[b][i] = pl_malloc_floats((size_t)G->maxS * wk);
+    pl_fill(og, 0.0f, (size_t)mine * wq, s);
+    pl_fill(lg, -INFINITY, (size_t)mine * Hu, s);
     const float *kc = kg, *vc = vg;
     for (int t = 0; t < r; t++) {
         int owner = (g - t + r) % r, incoming = (g - t - 1 + 2 * r) % r;
         float *kn = kv[t % 2][0], *vn = kv[t % 2][1];
         if (t < r - 1) {
             pl_group_start();
-            pl_send(kc, (size_t)gS[owner] * wk, (g + 1) % r, col, s);
-            pl_send(vc, (size_t)gS[owner] * wk, (g + 1) % r, col, s);
-            pl_recv(kn, (size_t)gS[incoming] * wk, (g - 1 + r) % r, col, s);
-            pl_recv(vn, (size_t)gS[incoming] * wk, (g - 1 + r) % r, col, s);
+            pl_send(kc, (size_t)G->gS[owner] * wk, (g + 1) % r, G->col, s);
+            pl_send(vc, (size_t)G->gS[owner] * wk, (g + 1) % r, G->col, s);
+            pl_recv(kn, (size_t)G->gS[incoming] * wk, (g - 1 + r) % r, G->col, s);
+            pl_recv(vn, (size_t)G->gS[incoming] * wk, (g - 1 + r) % r, G->col, s);
             pl_group_end();
         }
-        if (!c->causal || lo[owner] <= hi[g]) {
-            kern_flash_block(ob, lb, qg, kc, vc, u.gpos, u.m.pos_d + u.m.off[owner * ud], u.gS, gS[owner], Hu, Hkvu, d,
+        if (grid_needed(c, G, owner)) {
+            kern_flash_block(ob, lb, qg, kc, vc, grid_pos(G, g), grid_pos(G, owner), mine, G->gS[owner], Hu, Hkvu, d,
                              c->causal, 1.0f / sqrtf((float)d), s);
-            kern_flash_merge(og, lg, ob, lb, u.gS * Hu, d, s);
+            kern_flash_merge(og, lg, ob, lb, mine * Hu, d, s);
         }
         kc = kn, vc = vn;
     }
-    uly_from_heads(c, &u, og, H, o, s);
-    uly_free(&u, s);
-    pl_free(qg), pl_free(kg), pl_free(vg), pl_free(og), pl_free(lg), pl_free(ob), pl_free(lb);
+    pl_stream_sync(s);
+    pl_free(ob), pl_free(lb);
     for (int b = 0; b < 2; b++)
         for (int i = 0; i < 2; i++) pl_free(kv[b][i]);
-    free(gS);
-    pl_comm_free(row);
-    pl_comm_free(col);
+}
+
+/* The column's ring backward, cp_ring_backward's scheme over the rows' blocks: dqg (+=) of
+ * this row's queries, dkg and dvg (written) of its keys, home after a full turn. */
+static void col_ring_backward(const cp_config *c, usp_grid *G, const float *qg, const float *kg, const float *vg,
+                              const float *og, const float *lg, const float *gg, float *dqg, float *dkg, float *dvg,
+                              pl_stream *s) {
+    int r = G->r, g = G->g, Hu = c->heads / G->ud, Hkvu = c->kv_heads / G->ud, d = c->head_dim, mine = G->gS[g];
+    int next = (g + 1) % r, prev = (g - 1 + r) % r;
+    size_t wk = (size_t)Hkvu * d, blk = (size_t)G->maxS * wk;
+    float scale = 1.0f / sqrtf((float)d);
+    if (r == 1) {
+        pl_fill(dkg, 0.0f, (size_t)mine * wk, s);
+        pl_fill(dvg, 0.0f, (size_t)mine * wk, s);
+        if (grid_needed(c, G, g))
+            kern_flash_block_backward(dqg, dkg, dvg, qg, kg, vg, og, lg, gg, grid_pos(G, g), grid_pos(G, g), mine, mine, Hu,
+                                      Hkvu, d, c->causal, scale, s);
+        return;
+    }
+    float *kv[2][2], *acc[2][2];
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < 2; i++) kv[b][i] = pl_malloc_floats(blk), acc[b][i] = pl_malloc_floats(blk);
+    pl_fill(acc[0][0], 0.0f, (size_t)mine * wk, s);
+    pl_fill(acc[0][1], 0.0f, (size_t)mine * wk, s);
+    const float *kc = kg, *vc = vg;
+    for (int t = 0; t < r; t++) {
+        int owner = (g - t + r) % r, incoming = (g - t - 1 + 2 * r) % r, last = (g - t + 1 + r) % r;
+        float *kn = kv[t % 2][0], *vn = kv[t % 2][1], *dk_cur = acc[t % 2][0], *dv_cur = acc[t % 2][1];
+        pl_group_start();
+        if (t > 0) {
+            pl_send(acc[(t + 1) % 2][0], (size_t)G->gS[last] * wk, next, G->col, s);
+            pl_send(acc[(t + 1) % 2][1], (size_t)G->gS[last] * wk, next, G->col, s);
+            pl_recv(dk_cur, (size_t)G->gS[owner] * wk, prev, G->col, s);
+            pl_recv(dv_cur, (size_t)G->gS[owner] * wk, prev, G->col, s);
+        }
+        if (t < r - 1) {
+            pl_send(kc, (size_t)G->gS[owner] * wk, next, G->col, s);
+            pl_send(vc, (size_t)G->gS[owner] * wk, next, G->col, s);
+            pl_recv(kn, (size_t)G->gS[incoming] * wk, prev, G->col, s);
+            pl_recv(vn, (size_t)G->gS[incoming] * wk, prev, G->col, s);
+        }
+        pl_group_end();
+        if (grid_needed(c, G, owner))
+            kern_flash_block_backward(dqg, dk_cur, dv_cur, qg, kc, vc, og, lg, gg, grid_pos(G, g), grid_pos(G, owner),
+                                      mine, G->gS[owner], Hu, Hkvu, d, c->causal, scale, s);
+        kc = kn, vc = vn;
+    }
+    pl_group_start();
+    pl_send(acc[(r - 1) % 2][0], (size_t)G->gS[next] * wk, next, G->col, s);
+    pl_send(acc[(r - 1) % 2][1], (size_t)G->gS[next] * wk, next, G->col, s);
+    pl_recv(dkg, (size_t)mine * wk, prev, G->col, s);
+    pl_recv(dvg, (size_t)mine * wk, prev, G->col, s);
+    pl_group_end();
+    pl_stream_sync(s);
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < 2; i++) pl_free(kv[b][i]), pl_free(acc[b][i]);
+}
+
+void cp_usp_forward(const cp_config *c, int ud, const float *q, const float *k, const float *v, float *o,
+                    pl_stream *s) {
+    usp_grid G;
+    grid_make(c, ud, &G);
+    int H = c->heads, Hkv = c->kv_heads, d = c->head_dim, mine = G.gS[G.g];
+    size_t wq = (size_t)(H / ud) * d, wk = (size_t)(Hkv / ud) * d;
+    float *qg = pl_malloc_floats((size_t)mine * wq), *kg = pl_malloc_floats((size_t)mine * wk),
+          *vg = pl_malloc_floats((size_t)mine * wk), *og = pl_malloc_floats((size_t)mine * wq),
+          *lg = pl_malloc_floats((size_t)mine * (H / ud));
+    uly_to_heads(c, &G.u, q, H, qg, s);
+    uly_to_heads(c, &G.u, k, Hkv, kg, s);
+    uly_to_heads(c, &G.u, v, Hkv, vg, s);
+    col_ring_forward(c, &G, qg, kg, vg, og, lg, s);
+    uly_from_heads(c, &G.u, og, H, o, s);
+    grid_free(&G, s);
+    pl_free(qg), pl_free(kg), pl_free(vg), pl_free(og), pl_free(lg);
+}
+
+/* The backward recomputes the row's (o, lse) with the column's ring forward, then runs the
+ * column's ring backward; q, k, v, dout go to the heads' split and dq, dk, dv come back. */
+void cp_usp_backward(const cp_config *c, int ud, const float *q, const float *k, const float *v, const float *dout,
+                     float *dq, float *dk, float *dv, pl_stream *s) {
+    usp_grid G;
+    grid_make(c, ud, &G);
+    int H = c->heads, Hkv = c->kv_heads, d = c->head_dim, mine = G.gS[G.g];
+    size_t wq = (size_t)(H / ud) * d, wk = (size_t)(Hkv / ud) * d;
+    float *qg = pl_malloc_floats((size_t)mine * wq), *kg = pl_malloc_floats((size_t)mine * wk),
+          *vg = pl_malloc_floats((size_t)mine * wk), *gg = pl_malloc_floats((size_t)mine * wq),
+          *og = pl_malloc_floats((size_t)mine * wq), *lg = pl_malloc_floats((size_t)mine * (H / ud)),
+          *dqg = pl_malloc_floats((size_t)mine * wq), *dkg = pl_malloc_floats((size_t)mine * wk),
+          *dvg = pl_malloc_floats((size_t)mine * wk);
+    uly_to_heads(c, &G.u, q, H, qg, s);
+    uly_to_heads(c, &G.u, k, Hkv, kg, s);
+    uly_to_heads(c, &G.u, v, Hkv, vg, s);
+    uly_to_heads(c, &G.u, dout, H, gg, s);
+    col_ring_forward(c, &G, qg, kg, vg, og, lg, s);
+    pl_fill(dqg, 0.0f, (size_t)mine * wq, s);
+    col_ring_backward(c, &G, qg, kg, vg, og, lg, gg, dqg, dkg, dvg, s);
+    uly_from_heads(c, &G.u, dqg, H, dq, s);
+    uly_from_heads(c, &G.u, dkg, Hkv, dk, s);
+    uly_from_heads(c, &G.u, dvg, Hkv, dv, s);
+    grid_free(&G, s);
+    pl_free(qg), pl_free(kg), pl_free(vg), pl_free(gg), pl_free(og), pl_free(lg);
+    pl_free(dqg), pl_free(dkg), pl_free(dvg);
 }
