@@ -62,10 +62,10 @@ typedef struct {
     int32_t seq, heads, kv_heads, head_dim, causal, layout, ulysses, pad;
 } l10_cfg;
 
-/* "counted": what the player's trace saw of its kernels during play() */
-/* (L10_CNT_EARLY: kern_flash_block or _backward calls recorded before the call's first
- * receive; L10_CNT_BWD_PAIRS: kern_flash_block_backward's pairs) */
-enum { L10_CNT_PAIRS, L10_CNT_BLOCKS, L10_CNT_MERGE_ROWS, L10_CNT_EARLY, L10_CNT_BWD_PAIRS, L10_CNT_LEN };
+/* "counted": what the player's trace saw of its kernels during play(): kern_flash_block's
+ * (query, key) pairs, the block kernels (forward or backward) recorded before the call's
+ * first receive, kern_flash_block_backward's pairs */
+enum { L10_CNT_PAIRS, L10_CNT_EARLY, L10_CNT_BWD_PAIRS, L10_CNT_LEN };
 
 /* The layout (both sides agree with context.h): chunk i of C, and rank r's positions. */
 static inline int l10_chunk_len(int S, int C, int i) { return S / C + (i < S % C); }

@@ -43,25 +43,18 @@ static void host_done(drv_case *c, host_view_t *v) {
     free(v->p);
 }
 
-/* The kernels' work in the trace events [from, to), and the blocks computed before the
- * first receive was posted (the order in which the calls were issued). */
+/* The block kernels' pairs in the trace events [from, to), and how many of them were
+ * recorded before the first receive was posted (the order the calls were issued in). */
 static void scan(double *counted, int d, size_t from, size_t to) {
     const pl_trace_event *ev = pl_trace_events();
-    double per_pair = kern_flash_pair_flops(d), rows_flops = 3.0 * d + 3 * 32.0;
     bool received = false;
     for (size_t i = from; i < to; i++) {
         if (ev[i].kind == PL_OP_RECV) received = true;
         if (ev[i].kind != PL_OP_KERNEL || !ev[i].name) continue;
-        if (!strcmp(ev[i].name, "flash_block_bwd")) {
-            counted[L10_CNT_BWD_PAIRS] += ev[i].flops / kern_flash_backward_pair_flops(d);
-            counted[L10_CNT_EARLY] += !received;
-        } else if (!strcmp(ev[i].name, "flash_block")) {
-            counted[L10_CNT_PAIRS] += ev[i].flops / per_pair;
-            counted[L10_CNT_BLOCKS] += 1;
-            counted[L10_CNT_EARLY] += !received;
-        } else if (!strcmp(ev[i].name, "flash_merge")) {
-            counted[L10_CNT_MERGE_ROWS] += ev[i].flops / rows_flops;
-        }
+        bool fwd = !strcmp(ev[i].name, "flash_block"), bwd = !strcmp(ev[i].name, "flash_block_bwd");
+        if (fwd) counted[L10_CNT_PAIRS] += ev[i].flops / kern_flash_pair_flops(d);
+        if (bwd) counted[L10_CNT_BWD_PAIRS] += ev[i].flops / kern_flash_backward_pair_flops(d);
+        if (fwd || bwd) counted[L10_CNT_EARLY] += !received;
     }
 }
 
