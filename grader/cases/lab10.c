@@ -21,6 +21,10 @@
  *   usp_bwd.*    cp_usp_backward on every grid: dq, dk, dv, and the traffic exact
  *   ulysses_bwd.* cp_ulysses_backward, the same variants: dq, dk, dv, and the seven
  *                all-to-alls' traffic exact
+ *   block.*      the GPT block of models/gpt_cp.h over the world, its attention the
+ *                student's ring (zig-zag and contiguous), Ulysses and one 2-D grid: y, dx
+ *                and every parameter gradient against the serial host block of the whole
+ *                sequence (models/gpt_host.h)
  * The referee (grader/referee/lab10.c) makes every token's q, k, v from a seed only
  * referees know, gives each rank its own tokens, computes the float64 reference and
  * judges; the player (grader/player/lab10.c) makes the student's calls on the slots.
@@ -47,6 +51,7 @@ void l10_params_of(const drv_case *c, l10_params *p) {
     case K_ULY_BWD: p->H = 2 * n, p->Hkv = p->gqa ? n : 2 * n, p->ulysses = 1; break;
     case K_USP:
     case K_USP_BWD: p->u = (int)a[A_U], p->H = 2 * n, p->Hkv = p->gqa ? n : 2 * n; break;
+    case K_BLOCK: p->u = (int)a[A_U], p->H = 2 * n, p->Hkv = 2 * n; break;
     case K_POS: p->H = 1, p->Hkv = 1; break;
     case K_CONFIG: {
         int v = p->variant;
@@ -132,6 +137,14 @@ static void plan(const drv_test *t, drv_plan *pp) {
                 add(pp, t, "ulysses_backward", K_ULY_BWD, 0, l, causal, gqa, lens[1], "ulysses_bwd.%s.%s.%s.S%d",
                     LAYOUTS[l], causal ? "causal" : "full", gqa ? "gqa" : "mha", lens[1]);
     plan_usp(t, pp, n, lens[1]);
+    for (int l = 1; l >= 0; l--) /* the block: the ring in both layouts, Ulysses, one grid */
+        add(pp, t, "block", K_BLOCK, 1, l, 1, 0, lens[1], "block.ring.%s.S%d", LAYOUTS[l], lens[1]);
+    if (n > 1) add(pp, t, "block", K_BLOCK, n, 1, 1, 0, lens[1], "block.ulysses.zigzag.S%d", lens[1]);
+    for (int u = 2; u < n; u++)
+        if (n % u == 0) {
+            add(pp, t, "block", K_BLOCK, u, 1, 1, 0, lens[1], "block.usp.u%dr%d.zigzag.S%d", u, n / u, lens[1]);
+            break;
+        }
 }
 
 static const drv_test TESTS[] = {
@@ -149,8 +162,9 @@ static const drv_flag FLAGS[] = {
 };
 
 static const drv_mode MODES[] = {
-    {"bench", "ring (contiguous, zig-zag) and Ulysses by tokens per rank, measured and predicted; the profile's "
-              "long-context table with the crossover", DRV_P(lab10_mode_bench), "1 2 4", NULL},
+    {"bench", "ring (contiguous, zig-zag), Ulysses, the 2-D grid and TP's attention, forward and forward + backward, "
+              "by tokens per rank, measured and predicted; the profile's long-context table with the crossover and "
+              "where the ring's overlap hides its traffic", DRV_P(lab10_mode_bench), "1 2 4", NULL},
     {"long", "the peak memory per rank of ring attention and Ulysses (forward + backward), measured against the "
              "design's formula, and the longest sequence each fits in 80 GB on 1 to 8 GPUs", DRV_P(lab10_mode_long), "1 2 4",
      NULL},

@@ -17,6 +17,11 @@
  *   ulysses_bwd "q" "k" "v" "dout" (IN const); "dq" "dk" "dv" (OUT)
  *   usp         "q" "k" "v" (IN const); "o" (OUT)
  *   usp_bwd     as ulysses_bwd
+ *   block       "w" [the block's parameters] (gpt.h's storage order), "x" "dy" [Sl, C] (IN
+ *               const); "y" "dx" [Sl, C] (OUT); "g" [the parameters' count] (OUT zeroed):
+ *               the GPT block of models/gpt_cp.h (C = H d, F = 2C, MHA, causal) forward and
+ *               backward through the student's attention of kind u (1: the ring, n: Ulysses,
+ *               else the u x n/u grid)
  * Every input of a rank is its own tokens' (from the case's seed, which only referees
  * know); the reference of the whole sequence is the referee's.
  */
@@ -27,6 +32,7 @@
 #include <stdint.h>
 
 #include "driver.h" // defines: drv_case, drv_test, drv_model
+#include "gpt.h"    // defines: gpt_config (the block cases)
 
 typedef struct {
     int head_dim;   /* --head-dim: d of the ring and Ulysses cases        */
@@ -36,7 +42,7 @@ typedef struct {
 } lab10_flags;
 extern lab10_flags L10;
 
-typedef enum { K_MERGE, K_POS, K_CONFIG, K_RING, K_ULY, K_RING_BWD, K_ULY_BWD, K_USP, K_USP_BWD } l10_kind;
+typedef enum { K_MERGE, K_POS, K_CONFIG, K_RING, K_ULY, K_RING_BWD, K_ULY_BWD, K_USP, K_USP_BWD, K_BLOCK } l10_kind;
 enum { M_RANDOM, M_LARGE, M_EMPTY_RUNNING, M_EMPTY_BLOCK, M_MIXED, M_COUNT };
 enum {
     CFG_OK, CFG_SEQ0, CFG_HEADS_KV, CFG_DIM0, CFG_CAUSAL2, CFG_LAYOUT2, CFG_SEQ_CHUNKS, CFG_ULY_OK, CFG_ULY_HEADS,
@@ -66,6 +72,12 @@ typedef struct {
  * (query, key) pairs, the block kernels (forward or backward) recorded before the call's
  * first receive, kern_flash_block_backward's pairs */
 enum { L10_CNT_PAIRS, L10_CNT_EARLY, L10_CNT_BWD_PAIRS, L10_CNT_LEN };
+
+/* The block cases' GPT-2 block: C = H d, F = 2C, one sequence of S tokens. */
+static inline gpt_config l10_block_config(const l10_params *p) {
+    gpt_config g = {.seq = p->S, .batch = 1, .hidden = p->H * p->d, .heads = p->H, .ffn = 2 * p->H * p->d};
+    return g;
+}
 
 /* The layout (both sides agree with context.h): chunk i of C, and rank r's positions. */
 static inline int l10_chunk_len(int S, int C, int i) { return S / C + (i < S % C); }

@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "context.h"       // defines: the lab API
+#include "gpt_cp.h"        // defines: gpt_cp_block_forward, gpt_cp_block_backward (the block cases)
+#include "gpt_tp.h"        // defines: gpt_tp_block_view (the parameters in a slot, at t = 1)
 #include "kern_flash.h"    // defines: kern_flash_pair_flops, kern_flash_backward_pair_flops
 #include "lab10.h"
 #include "pl_instrument.h" // defines: pl_trace_events, pl_trace_count, pl_trace_clear
@@ -58,6 +60,43 @@ static void scan(double *counted, int d, size_t from, size_t to) {
     }
 }
 
+/* The block cases: the kit's GPT block (models/gpt_cp.h) with the student's attention,
+ * kind u: 1 the ring (its log-sum-exps kept for its backward), n Ulysses, else the grid. */
+typedef struct {
+    const cp_config *cfg;
+    int u, n;
+} block_attn;
+
+static void block_forward(void *ctx, const float *q, const float *k, const float *v, float *o, float *lse, pl_stream *s) {
+    const block_attn *b = ctx;
+    if (b->u == 1) cp_ring_forward(b->cfg, q, k, v, o, lse, s);
+    else if (b->u == b->n) cp_ulysses_forward(b->cfg, q, k, v, o, s);
+    else cp_usp_forward(b->cfg, b->u, q, k, v, o, s);
+}
+
+static void block_backward(void *ctx, const float *q, const float *k, const float *v, const float *o, const float *lse,
+                           const float *dout, float *dq, float *dk, float *dv, pl_stream *s) {
+    const block_attn *b = ctx;
+    if (b->u == 1) cp_ring_backward(b->cfg, q, k, v, o, lse, dout, dq, dk, dv, s);
+    else if (b->u == b->n) cp_ulysses_backward(b->cfg, q, k, v, dout, dq, dk, dv, s);
+    else cp_usp_backward(b->cfg, b->u, q, k, v, dout, dq, dk, dv, s);
+}
+
+static void play_block(drv_case *c, const l10_params *p, const cp_config *cfg, pl_stream *st) {
+    gpt_config g = l10_block_config(p);
+    block_attn b = {cfg, p->u, c->world};
+    gpt_cp_attention attn = {block_forward, block_backward, &b};
+    gpt_block_params w, gr;
+    gpt_tp_block_view(&w, drv_slot_f(c, "w"), &g, 1);
+    gpt_tp_block_view(&gr, drv_slot_f(c, "g"), &g, 1);
+    int rows = (int)(drv_slot_bytes(c, "x") / (sizeof(float) * (size_t)g.hidden));
+    gpt_cp_acts *a = gpt_cp_acts_alloc(&g, rows);
+    gpt_cp_block_forward(&w, a, drv_slot_f(c, "y"), drv_slot_f(c, "x"), &attn, st);
+    gpt_cp_block_backward(&w, &gr, a, drv_slot_f(c, "dx"), drv_slot_f(c, "dy"), &attn, cfg->comm, st);
+    drv_consume(c, st, "y", "dx", "g", NULL);
+    gpt_cp_acts_free(a);
+}
+
 void lab10_play(drv_case *c) {
     l10_params p;
     l10_params_of(c, &p);
@@ -72,6 +111,7 @@ void lab10_play(drv_case *c) {
      * they return (drv_consume), so work left on another stream has not delivered */
     pl_stream *st = pl_stream_comm();
     switch (p.kind) {
+    case K_BLOCK: play_block(c, &p, &cfg, st); break;
     case K_MERGE: {
         host_view_t a, b, x, y;
         float *o = host_view(c, &a, "o", true), *lse = host_view(c, &b, "lse", true);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpt_host.h" // defines: gpt_host_block_* (the block cases' serial reference)
 #include "lab10.h"
 
 #define Q_AMPLITUDE 2.0 /* queries in [-2, 2], keys and values in [-1, 1]: peaked softmaxes */
@@ -22,6 +23,8 @@ typedef struct {
     l10_cfg cfg[1];    /* this rank's */
     int expect_code;
     double *o_ref, *lse_ref; /* this rank's [Sl, H, d], [Sl, H]; merge: [R, d], [R]       */
+    double *y_ref, *dx_ref, *g_ref; /* block: this rank's rows of y and dx; every gradient    */
+    size_t count;            /* block: the parameters' floats                              */
 } lab10_case;
 
 /* ---- inputs --------------------------------------------------------------------------- */
@@ -118,6 +121,65 @@ static void setup_merge(drv_case *c, lab10_case *k) {
     }
 }
 
+/* ---- the block ------------------------------------------------------------------------- */
+
+/* The GPT block's parameters (the counter RNG of gpt.h from the case's seed), and x and dy
+ * of every token; the serial host block runs over the whole sequence, and this rank keeps
+ * its rows of y and dx and every parameter gradient. */
+static void setup_block(drv_case *c, lab10_case *k, int rows) {
+    gpt_config g = l10_block_config(&k->p);
+    size_t C = (size_t)g.hidden, SC = (size_t)g.seq * C;
+    gpt_block_params P, G;
+    gpt_host_block_alloc(&P, &g), gpt_host_block_init(&P, &g, 0, k->seed);
+    gpt_host_block_alloc(&G, &g);
+    k->count = P.count;
+    memcpy(drv_slot_new(c, "w", P.count * sizeof(float), DRV_IN | DRV_CONST), P.base, P.count * sizeof(float));
+    float *x = malloc(SC * sizeof *x), *dy = malloc(SC * sizeof *dy), *y = malloc(SC * sizeof *y),
+          *dx = malloc(SC * sizeof *dx);
+    PL_CHECK(x && dy && y && dx, "out of host memory");
+    for (int t = 0; t < g.seq; t++)
+        for (size_t i = 0; i < C; i++) {
+            x[t * C + i] = (float)value(k->seed, 7, t, 0, (int)i);
+            dy[t * C + i] = (float)(0.1 * value(k->seed, 8, t, 0, (int)i));
+        }
+    gpt_host_acts ha;
+    gpt_host_acts_alloc(&ha, &g);
+    gpt_host_block_forward(&g, &P, &ha, y, x);
+    gpt_host_block_backward(&g, &P, &G, &ha, dx, dy);
+    float *xs = drv_slot_new(c, "x", (size_t)rows * C * sizeof(float), DRV_IN | DRV_CONST);
+    float *dys = drv_slot_new(c, "dy", (size_t)rows * C * sizeof(float), DRV_IN | DRV_CONST);
+    k->y_ref = malloc(((size_t)rows * C + 1) * sizeof(double));
+    k->dx_ref = malloc(((size_t)rows * C + 1) * sizeof(double));
+    k->g_ref = malloc((P.count + 1) * sizeof(double));
+    PL_CHECK(k->y_ref && k->dx_ref && k->g_ref, "out of host memory");
+    for (int i = 0; i < rows; i++)
+        for (size_t j = 0; j < C; j++) {
+            size_t at = (size_t)k->pos[i] * C + j, mine = (size_t)i * C + j;
+            xs[mine] = x[at], dys[mine] = dy[at], k->y_ref[mine] = y[at], k->dx_ref[mine] = dx[at];
+        }
+    for (size_t i = 0; i < P.count; i++) k->g_ref[i] = G.base[i];
+    drv_slot_new(c, "y", (size_t)rows * C * sizeof(float), DRV_OUT);
+    drv_slot_new(c, "dx", (size_t)rows * C * sizeof(float), DRV_OUT);
+    drv_slot_new(c, "g", P.count * sizeof(float), DRV_OUT | DRV_ZEROED);
+    gpt_host_acts_free(&ha);
+    gpt_host_params_free(P.base), gpt_host_params_free(G.base);
+    free(x), free(dy), free(y), free(dx);
+}
+
+static void check_block(drv_case *c, lab10_case *k) {
+    const l10_params *p = &k->p;
+    int rows = k->rows[c->rank], n = c->world;
+    size_t RC = (size_t)rows * p->H * p->d;
+    char what[128];
+    const char *attn = p->u == 1 ? "cp_ring_forward/backward" : p->u == n ? "cp_ulysses_forward/backward" : "cp_usp_forward/backward";
+    snprintf(what, sizeof what, "the GPT block through %s: y (this rank's rows)", attn);
+    drv_check_tensor(c, what, drv_slot_host(c, "y"), k->y_ref, RC, drv_tolerance());
+    snprintf(what, sizeof what, "the GPT block through %s: dx (this rank's rows)", attn);
+    drv_check_tensor(c, what, drv_slot_host(c, "dx"), k->dx_ref, RC, drv_tolerance());
+    snprintf(what, sizeof what, "the GPT block through %s: the parameter gradients (the whole sequence's)", attn);
+    drv_check_tensor(c, what, drv_slot_host(c, "g"), k->g_ref, k->count, drv_tolerance());
+}
+
 /* ---- setup --------------------------------------------------------------------------- */
 
 static int expected_code(const l10_params *p, const l10_cfg *all, int n) {
@@ -174,6 +236,10 @@ void lab10_setup(drv_case *c) {
     if (p->kind == K_POS) {
         drv_slot_new(c, "pos", (size_t)l10_pos_cap(p->S, n) * sizeof(int32_t), DRV_OUT);
         drv_slot_new(c, "count", sizeof(int32_t), DRV_OUT);
+        return;
+    }
+    if (p->kind == K_BLOCK) {
+        setup_block(c, k, rows);
         return;
     }
     size_t nq = (size_t)rows * p->H * p->d, nk = (size_t)rows * p->Hkv * p->d;
@@ -373,6 +439,7 @@ void lab10_check(drv_case *c) {
     const l10_params *p = &k->p;
     const double *counted = drv_slot_host(c, "counted");
     switch (p->kind) {
+    case K_BLOCK: check_block(c, k); return;
     case K_MERGE:
         check_o_lse(c, drv_slot_host(c, "o"), k->o_ref, (size_t)p->rows * p->d, drv_slot_host(c, "lse"), k->lse_ref,
                     (size_t)p->rows, "cp_merge");
@@ -455,7 +522,8 @@ void lab10_model(drv_case *c, drv_model *m) {
         m->no_collectives = true, m->exact_p2p = true, m->p2p_msgs = 0, m->p2p_bytes = 0;
         m->instead = "nothing: this function does not communicate";
         return;
-    case K_CONFIG: return;
+    case K_CONFIG:
+    case K_BLOCK: return; /* the block's all-reduce is the kit's; its attention's traffic is scored by its own cases */
     case K_RING: {
         /* step t sends the block of rank (me - t) mod n, K and V, for t = 0 .. n - 2 */
         double bytes = 0;
@@ -535,4 +603,7 @@ void lab10_teardown(drv_case *c) {
     free(k->pos);
     free(k->o_ref);
     free(k->lse_ref);
+    free(k->y_ref);
+    free(k->dx_ref);
+    free(k->g_ref);
 }
