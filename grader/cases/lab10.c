@@ -165,9 +165,9 @@ static const drv_mode MODES[] = {
     {"bench", "ring (contiguous, zig-zag), Ulysses, the 2-D grid and TP's attention, forward and forward + backward, "
               "by tokens per rank, measured and predicted; the profile's long-context table with the crossover and "
               "where the ring's overlap hides its traffic", DRV_P(lab10_mode_bench), "1 2 4", NULL},
-    {"long", "the peak memory per rank of ring attention and Ulysses (forward + backward), measured against the "
-             "design's formula, and the longest sequence each fits in 80 GB on 1 to 8 GPUs", DRV_P(lab10_mode_long), "1 2 4",
-     NULL},
+    {"long", "the peak memory per rank (forward + backward), measured against the "
+             "design's formula (the ring, Ulysses, the 2-D grid), and the longest sequence each fits in 80 GB on 1 to 8 "
+             "GPUs; a plot", DRV_P(lab10_mode_long), "1 2 4", "scripts/plot-lab10-long.sh"},
     {"dump", "every tensor of a small causal zig-zag case (inputs, the ring's and Ulysses' outputs and gradients), "
              "for tests/lab10/check_reference.py", DRV_P(lab10_mode_dump), "1 2 4", NULL},
     {NULL},

@@ -348,17 +348,25 @@ int lab10_mode_dump(void) {
 /* Bytes per rank of the reference design (solutions/10-context) over a forward and a
  * backward with every input and output of both allocated (q, k, v, o, lse, dout, dq, dk,
  * dv) plus the larger of the two calls' scratch. method 0: ring (n = 1: one rank, the whole
- * sequence), 1: Ulysses. fp32, ints 4 bytes. */
-static double design_bytes(int method, double S, int n, int H, int Hkv, int d) {
+ * sequence), 1: Ulysses, 2: the grid of rows of u ranks (its row's tokens, gathered by
+ * Ulysses, for H/u heads; the ring's blocks those tokens' K and V). fp32, ints 4 bytes. */
+static double design_bytes(int method, double S, int n, int u, int H, int Hkv, int d) {
     double rows = ceil(S / n), maxrows = rows + 1;
     double io = rows * (4.0 * H + 4.0 * Hkv) * d + rows * H, fwd, bwd;
     if (method == 0) {
         fwd = (n > 1 ? 4.0 * maxrows * Hkv * d : 0) + rows * H * (d + 1) + S;
         bwd = (n > 1 ? 8.0 * maxrows * Hkv * d : 0) + S;
-    } else {
+    } else if (method == 1) {
         double common = rows * H * d + 2.0 * rows * n + S; /* the packing buffer, its orders, the positions */
         fwd = S * d * (2.0 * H + 2.0 * Hkv) / n + S * H / n + common;
         bwd = S * d * (4.0 * H + 4.0 * Hkv) / n + S * H / n + common;
+    } else {
+        /* the row's gathered tokens (mine) and the largest row's (maxS) on H/u and Hkv/u heads */
+        double mine = u * rows, maxS = u * maxrows, wq = (double)H / u * d, wk = (double)Hkv / u * d, lse = mine * H / u;
+        double common = rows * H * d + 2.0 * rows * u + S, ring_fwd = mine * wq + lse + 4.0 * maxS * wk;
+        double ring_bwd = n / u > 1 ? 8.0 * maxS * wk : 0;
+        fwd = 2.0 * mine * (wq + wk) + lse + ring_fwd + common;
+        bwd = 4.0 * mine * (wq + wk) + lse + (ring_fwd > ring_bwd ? ring_fwd : ring_bwd) + common;
     }
     return 4.0 * (io + (fwd > bwd ? fwd : bwd));
 }
@@ -370,7 +378,7 @@ typedef struct {
 } long_call;
 
 /* the peak bytes in use (this rank) over one forward and one backward, inputs included */
-static double long_peak(int method, int S, int H, int Hkv, int d) {
+static double long_peak(int method, int u, int S, int H, int Hkv, int d) {
     int n = pl_world();
     long_call b = {.c = {S, H, Hkv, d, 1, CP_ZIGZAG, pl_comm_world()}, .method = method};
     if (cp_config_check(&b.c, method == 1) != CP_OK) return -1;
@@ -386,9 +394,12 @@ static double long_peak(int method, int S, int H, int Hkv, int d) {
     if (method == 0) {
         cp_ring_forward(&b.c, b.t[0], b.t[1], b.t[2], b.t[3], b.t[4], s);
         cp_ring_backward(&b.c, b.t[0], b.t[1], b.t[2], b.t[3], b.t[4], b.t[5], b.t[6], b.t[7], b.t[8], s);
-    } else {
+    } else if (method == 1) {
         cp_ulysses_forward(&b.c, b.t[0], b.t[1], b.t[2], b.t[3], s);
         cp_ulysses_backward(&b.c, b.t[0], b.t[1], b.t[2], b.t[5], b.t[6], b.t[7], b.t[8], s);
+    } else {
+        cp_usp_forward(&b.c, u, b.t[0], b.t[1], b.t[2], b.t[3], s);
+        cp_usp_backward(&b.c, u, b.t[0], b.t[1], b.t[2], b.t[5], b.t[6], b.t[7], b.t[8], s);
     }
     pl_device_sync();
     double peak = (double)(pl_mem_peak() - base);
@@ -400,40 +411,50 @@ static double long_peak(int method, int S, int H, int Hkv, int d) {
  * against the reference design's formula, then the longest sequence each design fits in a
  * budget (80 GB) on 1 to 8 GPUs at a Llama-3-8B-like attention layer. */
 int lab10_mode_long(void) {
-    int n = pl_world(), H = 2 * n, Hkv = n, d = 16;
+    int n = pl_world(), H = 2 * n, Hkv = n, d = 16, u = grid_u(n);
     drv_say("# lab10 long: %d rank(s); peak bytes per rank over one forward + backward (inputs, outputs, scratch), "
-            "the largest rank; H %d, Hkv %d, d %d, causal zig-zag\n", n, H, Hkv, d);
-    drv_say("# %8s %8s %12s %12s %7s %12s %12s %7s\n", "S", "tok/rank", "ring", "formula", "ratio", "ulysses", "formula",
-            "ratio");
+            "the largest rank; H %d, Hkv %d, d %d, causal zig-zag; the 2-D grid at u = %d%s\n", n, H, Hkv, d, u,
+            u ? "" : " (none: n has no factor 1 < u < n)");
+    drv_say("# %8s %8s %12s %12s %7s %12s %12s %7s %12s %12s %7s\n", "S", "tok/rank", "ring", "formula", "ratio", "ulysses",
+            "formula", "ratio", "2-D grid", "formula", "ratio");
     static const int SL[] = {32, 128, 512};
     for (size_t i = 0; i < sizeof SL / sizeof SL[0]; i++) {
         int S = SL[i] * n;
-        double r = long_peak(0, S, H, Hkv, d), u = long_peak(1, S, H, Hkv, d);
-        double rf = design_bytes(0, S, n, H, Hkv, d), uf = design_bytes(1, S, n, H, Hkv, d);
-        drv_say("  %8d %8d %12.0f %12.0f %7.3f %12.0f %12.0f %7.3f\n", S, SL[i], r, rf, r > 0 ? r / rf : 0, u, uf,
-                u > 0 ? u / uf : 0);
+        double m[3], f[3];
+        for (int k = 0; k < 3; k++) {
+            m[k] = k == 2 && !u ? -1 : long_peak(k, u, S, H, Hkv, d);
+            f[k] = k == 2 && !u ? -1 : design_bytes(k, S, n, u, H, Hkv, d);
+        }
+        char grid[48] = "           -            -       -";
+        if (u) snprintf(grid, sizeof grid, "%12.0f %12.0f %7.3f", m[2], f[2], m[2] / f[2]);
+        drv_say("  %8d %8d %12.0f %12.0f %7.3f %12.0f %12.0f %7.3f %s\n", S, SL[i], m[0], f[0], m[0] > 0 ? m[0] / f[0] : 0,
+                m[1], f[1], m[1] > 0 ? m[1] / f[1] : 0, grid);
+        drv_say("longmem np=%d S=%d ring=%.0f ring_formula=%.0f ulysses=%.0f ulysses_formula=%.0f grid=%.0f "
+                "grid_formula=%.0f\n", n, S, m[0], f[0], m[1], f[1], m[2], f[2]);
     }
     if (n != 1) return 0;
     double budget = 80e9;
     int Hm = 32, Hkvm = 8, dm = 128;
     drv_say("# the longest sequence whose attention layer (forward + backward, one layer's q, k, v, o, their gradients "
             "and the scratch; no weights, no other layers) fits %.0f GB per GPU, H %d, Hkv %d, d %d, fp32, by the "
-            "formulas above\n", budget / 1e9, Hm, Hkvm, dm);
-    drv_say("# %4s %14s %14s\n", "n", "ring", "ulysses");
+            "formulas above; the 2-D grid at u = 2\n", budget / 1e9, Hm, Hkvm, dm);
+    drv_say("# %4s %14s %14s %14s\n", "n", "ring", "ulysses", "2-D (u = 2)");
     for (int nn = 1; nn <= 8; nn *= 2) {
-        double best[2] = {0, 0};
-        for (int m = 0; m < 2; m++) {
+        double best[3] = {0, 0, 0};
+        for (int m = 0; m < 3; m++) {
             if (m == 1 && (Hm % nn || Hkvm % nn)) continue;
+            if (m == 2 && (nn < 4 || nn % 2)) continue; /* a grid needs 1 < u < n */
             double lo = 1, hi = 1e12;
             while (hi - lo > 1) { /* bytes grow with S: bisect */
                 double mid = floor((lo + hi) / 2);
-                if (design_bytes(m, mid, nn, Hm, Hkvm, dm) <= budget) lo = mid;
+                if (design_bytes(m, mid, nn, 2, Hm, Hkvm, dm) <= budget) lo = mid;
                 else hi = mid;
             }
             best[m] = lo;
         }
-        drv_say("  %4d %14.0f %14.0f\n", nn, best[0], best[1]);
-        drv_say("long np=%d ring_tokens=%.0f ulysses_tokens=%.0f\n", nn, best[0], best[1]);
+        if (best[2] > 0) drv_say("  %4d %14.0f %14.0f %14.0f\n", nn, best[0], best[1], best[2]);
+        else drv_say("  %4d %14.0f %14.0f %14s\n", nn, best[0], best[1], "-");
+        drv_say("long np=%d ring_tokens=%.0f ulysses_tokens=%.0f grid_tokens=%.0f\n", nn, best[0], best[1], best[2]);
     }
     return 0;
 }
