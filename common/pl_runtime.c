@@ -82,6 +82,15 @@ void pl_fatal(const char *file, int line, const char *stmt, const char *reason) 
     pl_abort(PL_EXIT_FATAL);
 }
 
+void pl_fatalf(const char *file, int line, const char *who, const char *fmt, ...) {
+    char msg[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    pl_fatal(file, line, who, msg);
+}
+
 void pl_usage_error(const char *fmt, ...) {
     if (g_info.rank == 0) {
         char msg[1024];

@@ -73,6 +73,9 @@ void pl_log0(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* A harness call failed: print "[rank R] file:line: stmt -> reason" and abort the job. */
 PL_NORETURN void pl_fatal(const char *file, int line, const char *stmt, const char *reason);
+/* The same with a printf-style reason: "[rank R] file:line: who -> reason". */
+PL_NORETURN void pl_fatalf(const char *file, int line, const char *who, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* Bad input that every rank detects the same way (flags, sizes, world size): rank 0
  * prints "error: <message>" on one line, all ranks exit with PL_EXIT_USAGE.

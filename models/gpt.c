@@ -46,15 +46,7 @@ static void say(char *why, size_t n, const char *fmt, ...) {
 }
 
 /* A misuse of the API (a schedule bug, a mismatched config): one line, the job stops. */
-PL_NORETURN static void fail(const char *who, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-PL_NORETURN static void fail(const char *who, const char *fmt, ...) {
-    char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    pl_fatal(__FILE__, __LINE__, who, msg);
-}
+#define fail(who, ...) pl_fatalf(__FILE__, __LINE__, (who), __VA_ARGS__)
 
 bool gpt_config_valid(const gpt_config *c, char *why, size_t why_len) {
     if (!c) {

@@ -5,7 +5,6 @@
  * the cuda device. */
 #include "gpt_cp.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -17,15 +16,7 @@
 #include "pl_runtime.h"     // defines: pl_fatal, PL_CHECK
 #include "pl_trace.h"       // defines: pl_region_begin, pl_region_end
 
-PL_NORETURN static void fail(const char *who, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-PL_NORETURN static void fail(const char *who, const char *fmt, ...) {
-    char msg[300];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    pl_fatal(__FILE__, __LINE__, who, msg);
-}
+#define fail(who, ...) pl_fatalf(__FILE__, __LINE__, (who), __VA_ARGS__)
 
 bool gpt_cp_config_valid(const gpt_config *c, int rows, char *why, size_t why_len) {
     if (!gpt_config_valid(c, why, why_len)) return false;

@@ -19,15 +19,7 @@
 #include "pl_runtime.h"     // defines: pl_fatal, PL_CHECK
 #include "pl_trace.h"       // defines: pl_region_begin, pl_region_end
 
-PL_NORETURN static void fail(const char *who, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-PL_NORETURN static void fail(const char *who, const char *fmt, ...) {
-    char msg[300];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    pl_fatal(__FILE__, __LINE__, who, msg);
-}
+#define fail(who, ...) pl_fatalf(__FILE__, __LINE__, (who), __VA_ARGS__)
 
 bool gpt_tp_config_valid(const gpt_config *c, int t, char *why, size_t why_len) {
     if (!gpt_config_valid(c, why, why_len)) return false;

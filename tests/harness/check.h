@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "pl_instrument.h" // defines: pl_trace_events, pl_trace_count (the harness's record)
+#include "pl_rng.h"        // defines: pl_rng_fill_host
 #include "tap.h"
 
 /* ||got - want|| / ||want|| (absolute when want is all zeros); a NaN or an infinity in got is
@@ -44,6 +45,21 @@ static inline void check_rel(const char *what, const float *got, const double *w
     char name[240];
     snprintf(name, sizeof name, "%s (rel err %.2e <= %.0e)", what, e, tol);
     tap_check(e <= tol, name);
+}
+
+/* the same against a float32 reference */
+static inline void check_rel_ff(const char *what, const float *got, const float *want, size_t n, double tol) {
+    double e = rel_err_ff(got, want, n);
+    char name[240];
+    snprintf(name, sizeof name, "%s (rel err %.2e <= %.0e)", what, e, tol);
+    tap_check(e <= tol, name);
+}
+
+/* n host floats, uniform in [-1, 1), from the counter RNG (seed, id) (free it) */
+static inline float *host_uniform(size_t n, uint64_t seed, uint64_t id) {
+    float *p = malloc(n * sizeof(float) + 4);
+    pl_rng_fill_host(p, 1, (int64_t)n, (int64_t)n, 0, 0, seed, id, PL_RNG_UNIFORM, -1, 1);
+    return p;
 }
 
 /* A device output every element of which the kernel must write (NaN until it does). */

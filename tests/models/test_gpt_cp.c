@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../harness/check.h" // defines: rel_err_ff, download
+#include "../harness/check.h" // defines: check_rel_ff, host_uniform, download
 #include "../harness/tap.h"   // defines: tap_check, tap_finish
 #include "gpt_cp.h"
 #include "gpt_host.h"
@@ -84,19 +84,6 @@ static void attn_backward(void *ctx, const float *q, const float *k, const float
     pl_free(dall);
 }
 
-static void check_close(const char *what, const float *got, const float *want, size_t n, double tol) {
-    double e = rel_err_ff(got, want, n);
-    char name[200];
-    snprintf(name, sizeof name, "%s (rel err %.2e <= %.0e)", what, e, tol);
-    tap_check(e <= tol, name);
-}
-
-static float *host_uniform(size_t n, uint64_t seed, uint64_t id) {
-    float *p = malloc(n * sizeof(float) + 4);
-    pl_rng_fill_host(p, 1, (int64_t)n, (int64_t)n, 0, 0, seed, id, PL_RNG_UNIFORM, -1, 1);
-    return p;
-}
-
 static void run(int zigzag, uint64_t seed, double tol) {
     int n = pl_world(), me = pl_rank(), S = 4 * n + 3, layer = 2;
     gpt_config c = {.seq = S, .batch = 1, .hidden = 16, .heads = 4, .ffn = 32, .vocab = 0, .max_pos = 0};
@@ -157,11 +144,11 @@ static void run(int zigzag, uint64_t seed, double tol) {
     float *y = download(y_d, (size_t)R * C), *dxh = download(dx_d, (size_t)R * C), *gh = download(gbase, count);
     char name[200];
     snprintf(name, sizeof name, "forward at n = %d, %s rows, S = %d: y of this rank's rows equals the serial block's", n, lay, S);
-    check_close(name, y, yl_ref, (size_t)R * C, tol);
+    check_rel_ff(name, y, yl_ref, (size_t)R * C, tol);
     snprintf(name, sizeof name, "backward at n = %d, %s rows: dx of this rank's rows equals the serial block's", n, lay);
-    check_close(name, dxh, dxl_ref, (size_t)R * C, tol);
+    check_rel_ff(name, dxh, dxl_ref, (size_t)R * C, tol);
     snprintf(name, sizeof name, "backward at n = %d, %s rows: every parameter gradient equals the whole sequence's", n, lay);
-    check_close(name, gh, gwhole.base, count, tol);
+    check_rel_ff(name, gh, gwhole.base, count, tol);
     /* a second step accumulates: run the pair again and expect twice the gradients */
     pl_upload(y_d, xl, (size_t)R * C * sizeof(float));
     gpt_cp_block_forward(&p, a, y_d, y_d, &attn, s);
@@ -170,7 +157,7 @@ static void run(int zigzag, uint64_t seed, double tol) {
     float *g2 = download(gbase, count);
     for (size_t i = 0; i < count; i++) gwhole.base[i] *= 2;
     snprintf(name, sizeof name, "backward at n = %d, %s rows: a second step accumulates (+=) into the gradients", n, lay);
-    check_close(name, g2, gwhole.base, count, tol);
+    check_rel_ff(name, g2, gwhole.base, count, tol);
 
     gpt_cp_acts_free(a);
     pl_free(pbase), pl_free(gbase), pl_free(y_d), pl_free(dy_d), pl_free(dx_d);

@@ -11,26 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../harness/check.h" // defines: rel_err_ff, download
+#include "../harness/check.h" // defines: check_rel_ff, host_uniform, download
 #include "../harness/tap.h"   // defines: tap_check, tap_finish
 #include "gpt_host.h"
 #include "gpt_tp.h"
 #include "pl_instrument.h" // defines: pl_metrics (the traffic of the calls)
 
 static const gpt_config CFG = {.seq = 6, .batch = 2, .hidden = 16, .heads = 4, .ffn = 32, .vocab = 0, .max_pos = 0};
-
-static void check_close(const char *what, const float *got, const float *want, size_t n, double tol) {
-    double e = rel_err_ff(got, want, n);
-    char name[200];
-    snprintf(name, sizeof name, "%s (rel err %.2e <= %.0e)", what, e, tol);
-    tap_check(e <= tol, name);
-}
-
-static float *host_uniform(size_t n, uint64_t seed, uint64_t id) {
-    float *p = malloc(n * sizeof(float) + 4);
-    pl_rng_fill_host(p, 1, (int64_t)n, (int64_t)n, 0, 0, seed, id, PL_RNG_UNIFORM, -1, 1);
-    return p;
-}
 
 int main(int argc, char **argv) {
     pl_init(&argc, &argv);
@@ -90,11 +77,11 @@ int main(int argc, char **argv) {
     float *y = download(y_d, NC), *dxh = download(dx_d, NC), *gh = download(gbase, count);
     char name[160];
     snprintf(name, sizeof name, "forward at t = %d: y equals the serial block's", t);
-    check_close(name, y, y_ref, NC, tol);
+    check_rel_ff(name, y, y_ref, NC, tol);
     snprintf(name, sizeof name, "backward at t = %d: dx equals the serial block's", t);
-    check_close(name, dxh, dx_ref, NC, tol);
+    check_rel_ff(name, dxh, dx_ref, NC, tol);
     snprintf(name, sizeof name, "backward at t = %d: every gradient shard equals the slice of the serial gradients", t);
-    check_close(name, gh, g_ref, count, tol);
+    check_rel_ff(name, gh, g_ref, count, tol);
     uint64_t want_ar = t > 1 ? 2 : 0;
     snprintf(name, sizeof name, "traffic at t = %d: %llu all-reduce(s) of N*C floats each way, nothing else", t, (unsigned long long)want_ar);
     tap_check(mf.coll_calls[PL_OP_ALLREDUCE] == want_ar && mb.coll_calls[PL_OP_ALLREDUCE] == want_ar && mf.coll_total == want_ar &&
