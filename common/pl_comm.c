@@ -96,6 +96,18 @@ pl_comm *pl_comm_split(pl_comm *parent, int color, int key) {
     PL_MPI_CHECK(MPI_Comm_free(&nc));
     PL_MPI_CHECK(MPI_Comm_rank((MPI_Comm)c->mpi, &c->rank));
     PL_MPI_CHECK(MPI_Comm_size((MPI_Comm)c->mpi, &c->size));
+    /* each member's world rank, for the trace (the cost model pairs messages by it) */
+    MPI_Group mine, world;
+    int *ranks = malloc(2 * (size_t)c->size * sizeof *ranks);
+    PL_CHECK(ranks != NULL, "out of host memory");
+    for (int i = 0; i < c->size; i++) ranks[i] = i;
+    PL_MPI_CHECK(MPI_Comm_group((MPI_Comm)c->mpi, &mine));
+    PL_MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world));
+    PL_MPI_CHECK(MPI_Group_translate_ranks(mine, c->size, ranks, world, ranks + c->size));
+    PL_MPI_CHECK(MPI_Group_free(&mine));
+    PL_MPI_CHECK(MPI_Group_free(&world));
+    memmove(ranks, ranks + c->size, (size_t)c->size * sizeof *ranks);
+    c->world_of = ranks;
     c->id = g_next_comm_id++;
     if (pl_cb->comm_init) pl_cb->comm_init(c);
     return c;
@@ -107,6 +119,7 @@ void pl_comm_free(pl_comm *c) {
     if (pl_cb->comm_free) pl_cb->comm_free(c);
     if (external()) pl_cb->release(c);
     else close_mpi_pair(c);
+    free(c->world_of);
     free(c);
 }
 
@@ -115,6 +128,8 @@ static size_t open_event(pl_op_kind kind, int peer, uint64_t bytes, pl_comm *c, 
     pl_trace_event e = {.kind = kind, .stream = s->id, .peer = peer, .comm_id = c->id,
                         .comm_size = c->size, .bytes = bytes, .t_start = pl_trace_clock(),
                         .t_end = -1};
+    if ((kind == PL_OP_SEND || kind == PL_OP_RECV) && peer >= 0 && peer < c->size && (c->world_of || c == &g_world))
+        e.has_peer_world = true, e.peer_world = c->world_of ? c->world_of[peer] : peer;
     return pl_trace_record_open(&e);
 }
 

@@ -238,8 +238,11 @@ typedef struct {
     long *match;      /* p2p op -> matching op index, -1 none           */
 } replay;
 
-/* World rank of member `peer` of the size-m communicator that world rank `rank` is in. */
+/* World rank of member `peer` of the size-m communicator that world rank `rank` is in,
+ * when the trace did not record it: communicators as blocks of consecutive ranks. */
 static int member(int rank, int m, int peer) { return (rank / m) * m + peer; }
+/* The world rank a p2p op talks to. */
+static int peer_of(const plc_op *o) { return o->has_peer_world ? o->peer_world : member(o->rank, o->comm_size, o->peer); }
 
 static int node_of(const plc_profile *p, int rank) { return rank / p->gpus_per_node; }
 
@@ -258,7 +261,7 @@ static double op_cost(const replay *r, const plc_op *o) {
         return plc_put_time(p, node_of(p, o->rank) == node_of(p, other), o->kind == PL_OP_SIGNAL ? 8 : o->bytes);
     }
     if (is_p2p(o->kind)) {
-        int other = member(o->rank, o->comm_size, o->peer);
+        int other = peer_of(o);
         return plc_p2p_time(p, node_of(p, o->rank) == node_of(p, other), o->bytes);
     }
     return plc_coll_time(p, o->kind, o->comm_size, nodes_spanned(p, o->rank, o->comm_size), o->bytes);
@@ -349,19 +352,19 @@ static void match_p2p(replay *r) {
     for (size_t i = 0; i < r->nops; i++) {
         const plc_op *s = &r->ops[i];
         if (s->kind != PL_OP_SEND) continue;
-        int dst = member(s->rank, s->comm_size, s->peer);
+        int dst = peer_of(s);
         /* k = how many earlier sends of s->rank went to dst on this comm */
         int k = 0;
         for (size_t j = 0; j < i; j++) {
             const plc_op *q = &r->ops[j];
             if (q->rank == s->rank && q->kind == PL_OP_SEND && q->comm_id == s->comm_id &&
-                member(q->rank, q->comm_size, q->peer) == dst)
+                peer_of(q) == dst)
                 k++;
         }
         for (size_t j = 0; j < r->nops; j++) {
             const plc_op *q = &r->ops[j];
             if (q->rank != dst || q->kind != PL_OP_RECV || q->comm_id != s->comm_id ||
-                member(q->rank, q->comm_size, q->peer) != s->rank)
+                peer_of(q) != s->rank)
                 continue;
             if (k-- == 0) {
                 r->match[i] = (long)j;
@@ -569,6 +572,7 @@ size_t plc_ops_from_trace(size_t first, int rank, plc_op *out, size_t cap) {
         if (e->after >= (int64_t)first && e->after < (int64_t)i) after = op_of[e->after - (int64_t)first];
         out[w] = (plc_op){.rank = rank, .kind = e->kind, .stream = e->stream, .comm_id = e->comm_id,
                           .comm_size = e->comm_size > 0 ? e->comm_size : 1, .peer = e->peer,
+                          .has_peer_world = e->has_peer_world, .peer_world = e->peer_world,
                           .bytes = (double)e->bytes, .flops = e->flops, .t_start = e->t_start,
                           .t_end = e->t_end >= 0 ? e->t_end : e->t_start, .explicit_deps = 1, .after = after};
         op_of[i - first] = (int)++w;

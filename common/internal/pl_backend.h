@@ -58,6 +58,8 @@ struct pl_comm {
     void *host;    /* a private duplicate of it for the harness's host collectives     */
     void *backend; /* ncclComm_t on nccl, NULL on mpi */
     pl_order order; /* deferred streams: the issue order of its operations      */
+    int *world_of;  /* [size]: each member's world rank (MPI splits; NULL: the world
+                       itself, or a transport that does not say)                 */
 };
 
 typedef struct {

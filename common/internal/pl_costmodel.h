@@ -75,6 +75,9 @@ typedef struct {
     int stream;         /* 0 compute, 1 comm                                          */
     int comm_id, comm_size;
     int peer;           /* p2p: peer's rank in the communicator                       */
+    bool has_peer_world; /* p2p: the trace knew the peer's world rank (peer_world); if
+                            not, communicators are taken as blocks of consecutive ranks */
+    int peer_world;
     double bytes, flops;
     double t_start, t_end; /* measured; only their order is used (see the docs)       */
     /* Cross-stream dependency. explicit_deps = 1 (ops from a trace): `after` is 1 + the

@@ -12,6 +12,7 @@
 #ifndef PL_INSTRUMENT_H
 #define PL_INSTRUMENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,6 +31,8 @@ typedef struct {
     int peer;          /* p2p: peer rank in `comm`; collectives: root or -1    */
     int comm_id;       /* 0 for world, then one per split                      */
     int comm_size;
+    bool has_peer_world; /* p2p: peer_world is known (communicators of any shape)   */
+    int peer_world;    /* p2p: the peer's world rank                            */
     uint64_t bytes;    /* p2p: message bytes; collectives: the nccl-tests S    */
     double flops;      /* GEMM and kernels: arithmetic operations              */
     double t_start, t_end;
