@@ -451,7 +451,9 @@ bench-kernels: libs $(if $(HAVE_NVCC),$(B)/cuda/bench/bench_kernels)
 	elif [ -z "$(HAVE_GPU)" ]; then echo "bench-kernels: no GPU on this machine: nothing to measure"; \
 	else $(MPIRUN) -np 1 $(B)/cuda/bench/bench_kernels --device cuda; fi
 
-# make calibrate: Lab 0's p2p sweep + a GEMM measurement -> common/profiles/this-machine.profile
+# make calibrate: Lab 0's p2p sweep (the player's own MPI, as the modes run) + a GEMM
+# measurement -> $(B)/profiles/this-machine.profile, which the labs' modes and benches load
+# before the shipped common/profiles/this-machine.profile (a reference machine's)
 CALIBRATE := $(B)/cpu/tools/pl-calibrate
 $(CALIBRATE): grader/tools/pl_calibrate.c $(B)/cpu/libparalab.a
 	@mkdir -p $(@D)
@@ -459,8 +461,9 @@ $(CALIBRATE): grader/tools/pl_calibrate.c $(B)/cpu/libparalab.a
 	$(Q)$(MPICC) $(CFLAGS) $< $(B)/cpu/libparalab.a $(LDLIBS) -o $@
 calibrate: libs $(CALIBRATE) FORCE
 	@$(MAKE) --no-print-directory -s driver LAB=00-hello SRC=labs/00-hello FLAVOR=$(FLAVOR) BIN=$(B)/$(FLAVOR)/labs/lab00
-	$(MPIRUN) -np 2 $(B)/$(FLAVOR)/labs/lab00 -b 8 -e 4M -f 8 -q --p2p-json $(B)/p2p.json >/dev/null
-	$(MPIRUN) -np 1 $(CALIBRATE) --p2p-json $(B)/p2p.json --out common/profiles/this-machine.profile
+	PL_TRANSPORT=mpi $(MPIRUN) -np 2 $(B)/$(FLAVOR)/labs/lab00 -b 8 -e 4M -f 8 -q --p2p-json $(B)/p2p.json >/dev/null
+	@mkdir -p $(B)/profiles
+	$(MPIRUN) -np 1 $(CALIBRATE) --p2p-json $(B)/p2p.json --out $(B)/profiles/this-machine.profile
 
 clean:
 	rm -rf $(B)
@@ -489,7 +492,7 @@ help:
 	@echo "  make bench            side-by-side benchmarks of the kit, printed as ratio lines; LAB=N: that lab's bench mode"
 	@echo "  make scaling LAB=N    the lab's scaling mode: measured vs cost-model prediction, with a plot (default LAB=2)"
 	@echo "  make bench-kernels    kernel bandwidth vs a device-to-device copy (GPU; says so without one)"
-	@echo "  make calibrate        write common/profiles/this-machine.profile from Lab 0's p2p sweep + a GEMM"
+	@echo "  make calibrate        write build/profiles/this-machine.profile from Lab 0's p2p sweep + a GEMM"
 	@echo "  make doctor           what works on this machine: MPI, GPUs, driver/runtime, NCCL, backends"
 	@echo "  make config           what the build found and what it skips"
 	@echo "  make clean            remove build/"

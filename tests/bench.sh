@@ -8,6 +8,9 @@ export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 B=build/cpu
 echo "# make bench on $(nproc) core(s); ranks beyond that are oversubscribed"
+echo "# the cost model's this-machine profile, fitted here first (make calibrate -> build/profiles/): every"
+echo "# 'predicted / measured' line below on this machine uses it"
+$MAKE --no-print-directory -s calibrate MPIRUN="$MPIRUN" 2>&1 | grep '^wrote' || echo "# make calibrate failed: the predictions below use the shipped profile"
 
 echo "# harness overhead: pl_allreduce vs raw MPI_Allreduce (2 ranks)"
 timeout 300 $MPIRUN -np 2 $B/bench/bench_allreduce 2>&1 | grep '^ratio'

@@ -83,7 +83,7 @@ static void run_gelu(void *p) {
 
 int main(int argc, char **argv) {
     pl_init(&argc, &argv);
-    const char *json_path = NULL, *out = "common/profiles/this-machine.profile", *name = "this-machine";
+    const char *json_path = NULL, *out = "build/profiles/this-machine.profile", *name = "this-machine";
     int gn = 1024;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -108,6 +108,7 @@ int main(int argc, char **argv) {
     plc_profile p;
     memset(&p, 0, sizeof p);
     snprintf(p.name, sizeof p.name, "%s", name);
+    p.elem_bytes = 4; /* the labs' fp32: the precision of everything measured below */
     int world = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(root, "world"));
     int nodes = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(root, "nodes"));
     p.nodes = nodes > 0 ? nodes : 1;
@@ -159,6 +160,12 @@ int main(int argc, char **argv) {
     snprintf(p.description, sizeof p.description, "calibrated: %d rank(s) on %d node(s), device %s, comm %s, %d pair(s) fitted",
              world, p.nodes, dev ? dev : "?", comm ? comm : "?", intra + inter);
     if (plc_profile_write(&p, out) != 0) pl_usage_error("cannot write '%s'", out);
+    /* what was written must load: the labs read it by name */
+    plc_profile back;
+    char why[300], path[1100];
+    snprintf(path, sizeof path, "%s%s", strchr(out, '/') ? "" : "./", out); /* a path, never a name */
+    if (plc_profile_load(&back, path, why, sizeof why) != 0)
+        pl_usage_error("the profile written to '%s' does not load: %s", out, why);
     printf("wrote %s: gemm %.1f GFLOP/s (efficiency %.2f at 128x2048x512), elementwise %.2f GFLOP/s, memory %.1f GB/s, launch %.2f us, intra %.2f us + %.2f GB/s, inter %.2f us + %.2f GB/s\n",
            out, p.peak_flops / 1e9, p.gemm_eff, p.vector_flops / 1e9, p.mem_bw / 1e9, p.launch * 1e6, p.intra_alpha * 1e6, p.intra_beta / 1e9,
            p.inter_alpha * 1e6, p.inter_beta / 1e9);

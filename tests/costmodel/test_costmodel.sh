@@ -23,7 +23,7 @@ done
 if timeout 120 $MPIRUN -np 2 build/cpu/labs/lab00 -b 8 -e 1M -f 32 -q --p2p-json "$TMP/p2p.json" >/dev/null 2>&1 &&
    timeout 120 $MPIRUN -np 1 "$CAL" --p2p-json "$TMP/p2p.json" --out "$TMP/m.profile" >"$TMP/cal.out" 2>&1; then
     if grep -q '^intra_bw_GBps' "$TMP/m.profile" && grep -q '^peak_tflops' "$TMP/m.profile" && grep -q '^vector_tflops' "$TMP/m.profile"; then
-        echo "ok - pl-calibrate writes a profile from Lab 0's --p2p-json and a GEMM measurement ($(grep -E '^(intra_latency_us|intra_bw_GBps|peak_tflops|vector_tflops)' "$TMP/m.profile" | awk '{printf "%s=%s ", $1, $2}'))"
+        echo "ok - pl-calibrate writes a profile from Lab 0's --p2p-json and a GEMM measurement, and it loads ($(grep -E '^(intra_latency_us|intra_bw_GBps|peak_tflops|vector_tflops)' "$TMP/m.profile" | awk '{printf "%s=%s ", $1, $2}'))"
     else
         echo "not ok - pl-calibrate wrote an incomplete profile"
     fi
