@@ -3,7 +3,8 @@
  *
  * A case is one collective x size x {out-of-place, in-place} (x root for broadcast and
  * reduce): arg[0] the collective (index in LAB1_COLLS), arg[1] the count, arg[2] the
- * root, arg[3] in place. Its slots:
+ * root, arg[3] in place. Its slots, each holding the referee's number of sets (one call's
+ * buffers each, back to back; play() uses set 0, a timed run one set per call):
  *   out-of-place  "send" (IN, const: sendcount floats), "recv" (OUT: recvcount floats)
  *   in-place      "buf"  (INOUT: the larger of the two, the input at NCCL's place in it)
  */
@@ -44,6 +45,9 @@ typedef struct {
     size_t mine;   /* in place: where this rank's block sits in the buffer */
 } lab1_shape;
 lab1_shape lab1_shape_of(const drv_case *c);
+/* Elements between one call's buffers and the next's in a timed run's sets (in place: the
+ * one buffer; out of place each slot steps by its own count, nsend or nrecv). */
+static inline size_t lab1_stride(const lab1_shape *s) { return s->nsend > s->nrecv ? s->nsend : s->nrecv; }
 double lab1_busbw(const lab1_coll *k, int n);
 
 /* referee */

@@ -104,13 +104,17 @@ static void plan(const drv_test *t, drv_plan *pp) {
         for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
             add(pp, t, group, K_AR, 0, d, 0, 0, 1, counts[i], 0, "allreduce.%s.c%lld", dn, (long long)counts[i]);
         add(pp, t, group, K_AR, 0, d, 0, 0, 3, 1000, 1, "allreduce.%s.ip.c1000", dn);
+        /* 1 KiB, also timed (perf) against the library's all-reduce, calls back to back */
+        add(pp, t, group, K_AR, AR_TIMED, d, 0, 0, 1, 256, 0, "allreduce.%s.timed.c256", dn);
         add(pp, t, group, K_AR, 0, d, 0, 0, L9.reuse_calls, 16387, 0, "allreduce.%s.reuse.c16387", dn);
     }
 }
 
 static const drv_test TESTS[] = {
     {.name = "moe", .plan = plan, .setup = DRV_R(lab9_setup), .check = DRV_R(lab9_check), .model = DRV_R(lab9_model),
-     .teardown = DRV_R(lab9_teardown), .play = DRV_P(lab9_play), .release = DRV_P(lab9_release)},
+     .perf = DRV_R(lab9_perf), .refresh = DRV_R(lab9_refresh), .verify = DRV_R(lab9_verify),
+     .teardown = DRV_R(lab9_teardown), .play = DRV_P(lab9_play), .timed = DRV_P(lab9_timed),
+     .release = DRV_P(lab9_release)},
     {NULL},
 };
 

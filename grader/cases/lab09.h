@@ -53,6 +53,8 @@ enum {
 #define CFG_NEEDS_RANKS(v) ((v) == CFG_EXPERTS || (v) == CFG_MISMATCH || (v) == CFG_CAP_EXPERTS || (v) == CFG_MISMATCH_SHAPE)
 enum { A2A_RANDOM, A2A_EMPTY, A2A_SKEW };
 enum { A_KIND, A_VARIANT, A_DISP, A_E, A_K, A_CALLS, A_COUNT, A_INPLACE };
+/* an all-reduce case's variant: AR_TIMED is also timed against the library (perf) */
+enum { AR_PLAIN, AR_TIMED };
 
 /* The codes and dispatchers of labs/09-moe/moe.h (the player checks that they agree). */
 enum { L9_OK, L9_ERR_SHAPE, L9_ERR_TOPK, L9_ERR_CAPACITY, L9_ERR_EXPERTS, L9_ERR_MISMATCH };
@@ -99,11 +101,15 @@ void lab9_setup(drv_case *c);
 void lab9_check(drv_case *c);
 void lab9_model(drv_case *c, drv_model *m);
 void lab9_teardown(drv_case *c);
+void lab9_perf(drv_case *c);
+void lab9_refresh(drv_case *c, int run);
+void lab9_verify(drv_case *c, int run);
 
 /* ---- player (grader/player/lab09*.c) ------------------------------------------------- */
 void lab9_player_init(void);
 void lab9_play(drv_case *c);
 void lab9_release(drv_case *c);
+void lab9_timed(drv_case *c, int which);
 int lab9_mode_route(void);
 int lab9_mode_bench(void);
 

@@ -11,9 +11,11 @@ typedef struct {
     float *recv;
 } lab1_buffers;
 
+/* The buffers of the set this call uses (play: 0; a timed run: one per call). */
 static lab1_buffers buffers(drv_case *c, const lab1_shape *s) {
-    if (!s->in_place) return (lab1_buffers){drv_slot_f(c, "send"), drv_slot_f(c, "recv")};
-    float *base = drv_slot_f(c, "buf");
+    size_t k = (size_t)c->batch_index;
+    if (!s->in_place) return (lab1_buffers){drv_slot_f(c, "send") + k * s->nsend, drv_slot_f(c, "recv") + k * s->nrecv};
+    float *base = drv_slot_f(c, "buf") + k * lab1_stride(s);
     bool gather = s->k->output == OUT_GATHER;
     return (lab1_buffers){base + (gather ? s->mine : 0), base + (gather ? 0 : s->mine)};
 }

@@ -245,7 +245,7 @@ static void on_play(void) {
     g_inst.test = &g_lab->tests[h->test_index];
     free(g_case.state);
     g_case = (drv_case){.inst = &g_inst, .name = g_inst.name, .arg = g_inst.arg, .rank = pl_rank(),
-                        .world = pl_world(), .slots = &g_slots};
+                        .world = pl_world(), .slots = &g_slots, .batch = 1};
     slots_take();
     slots_upload();
     wire_report r = {0};
@@ -269,14 +269,27 @@ static void on_play(void) {
     *report() = r;
 }
 
-static void on_go(uint32_t which) {
+/* Before the clock starts: the ranks start together (a wait on the other referees, which
+ * may still be writing inputs: not the student's, and not timed). */
+static void on_ready(void) {
     pl_device_sync();
     double one = 1;
-    /* the ranks start together: a wait on the other referees, not the student's */
     pl_watchdog_quiet(1);
     pl_host_allreduce(&one, 1, PL_HOST_SUM, NULL);
     pl_watchdog_quiet(0);
-    g_inst.test->timed(&g_case, (int)which);
+}
+
+/* arg: which call (low 8 bits), and how many of it back to back (the rest), call k on the
+ * slots' set k (drv_batch_sets) */
+static void on_go(uint32_t arg) {
+    int which = (int)(arg & 0xFF), calls = (int)(arg >> 8);
+    if (calls < 1 || calls > 1024) pl_fatal(__FILE__, __LINE__, "a timed run's calls from the referee", "out of range");
+    g_case.batch = calls;
+    for (int k = 0; k < calls; k++) {
+        g_case.batch_index = k;
+        g_inst.test->timed(&g_case, which);
+    }
+    g_case.batch_index = 0;
     pl_device_sync();
 }
 
@@ -338,6 +351,7 @@ static int serve(void) {
         switch (m.cmd) {
         case CMD_PLAY: on_play(); break;
         case CMD_STAGE: slots_upload(); break;
+        case CMD_READY: on_ready(); break;
         case CMD_GO: on_go(m.arg); break;
         case CMD_COLLECT: slots_download(); break;
         case CMD_RELEASE: on_release(); break;

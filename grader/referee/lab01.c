@@ -13,11 +13,13 @@
 
 #include "lab01.h"
 
-#define SPOT_CHECKS 4096 /* elements checked after each timed run */
+#define SPOT_CHECKS 4096    /* elements checked after each timed run, over all its sets  */
+#define BATCH_BYTES (4u << 20) /* a timed run's sets take at most this per buffer     */
 
 typedef struct {
     lab1_shape s;
-    uint64_t *seeds;    /* every rank's input seed of the current run             */
+    int sets;           /* input/output sets in the slots (drv_batch_sets)        */
+    uint64_t *seeds;    /* [set][rank]: every rank's input seed, the current run  */
     size_t bytes;       /* S: the larger buffer                                   */
     double wrong;       /* wrong elements over all ranks (the first call)         */
     double time_us[2], median_us[2], lib_us; /* [out-of-place or in-place]: student */
@@ -28,20 +30,21 @@ static float input(uint64_t seed, size_t i) {
     return (float)((int)((h >> 33) % 2047) - 1023);
 }
 
-static float sum_over_ranks(const lab1_case *st, int world, size_t i) {
+static float sum_over_ranks(const uint64_t *seeds, int world, size_t i) {
     float s = 0;
-    for (int r = 0; r < world; r++) s += input(st->seeds[r], i);
+    for (int r = 0; r < world; r++) s += input(seeds[r], i);
     return s;
 }
 
-/* Element i of this rank's expected output. */
-static float expect(const drv_case *c, const lab1_case *st, size_t i) {
+/* Element i of this rank's expected output in set `set`. */
+static float expect(const drv_case *c, const lab1_case *st, int set, size_t i) {
     const lab1_shape *s = &st->s;
+    const uint64_t *seeds = st->seeds + (size_t)set * (size_t)c->world;
     switch (s->k->output) {
-    case OUT_ROOT_COPY: return input(st->seeds[s->root], i);
-    case OUT_SUM: return sum_over_ranks(st, c->world, i);
-    case OUT_GATHER: return input(st->seeds[i / s->block], i % s->block);
-    case OUT_SCATTERED_SUM: return sum_over_ranks(st, c->world, (size_t)c->rank * s->block + i);
+    case OUT_ROOT_COPY: return input(seeds[s->root], i);
+    case OUT_SUM: return sum_over_ranks(seeds, c->world, i);
+    case OUT_GATHER: return input(seeds[i / s->block], i % s->block);
+    case OUT_SCATTERED_SUM: return sum_over_ranks(seeds, c->world, (size_t)c->rank * s->block + i);
     }
     return NAN;
 }
@@ -49,48 +52,86 @@ static float expect(const drv_case *c, const lab1_case *st, size_t i) {
 /* Does this rank have a defined output (reduce: the root only)? */
 static bool checked(const drv_case *c, const lab1_shape *s) { return !s->k->root_only || c->rank == s->root; }
 
-static const float *output(drv_case *c, const lab1_case *st) {
-    if (!st->s.in_place) return drv_slot_host(c, "recv");
-    const float *base = drv_slot_host(c, "buf");
-    return base + (st->s.k->output == OUT_GATHER ? 0 : st->s.mine);
+/* Set `set`'s output (each set is one call's buffers, lab1_shape's strides apart). */
+static const float *output(drv_case *c, const lab1_case *st, int set) {
+    const lab1_shape *s = &st->s;
+    if (!s->in_place) return (const float *)drv_slot_host(c, "recv") + (size_t)set * s->nrecv;
+    const float *base = (const float *)drv_slot_host(c, "buf") + (size_t)set * lab1_stride(s);
+    return base + (s->k->output == OUT_GATHER ? 0 : s->mine);
 }
 
-/* The inputs of run `run` (0: the checked call) into the slots. */
-static void write_inputs(drv_case *c, lab1_case *st, int run) {
+/* The inputs of run `run` (0: the checked call, set 0 alone) into the slots: `sets` sets,
+ * each with seeds of its own. */
+static void write_inputs(drv_case *c, lab1_case *st, int run, int sets) {
     const lab1_shape *s = &st->s;
-    for (int r = 0; r < c->world; r++) st->seeds[r] = drv_case_seed(c, r, run);
-    uint64_t mine = st->seeds[c->rank];
-    if (!s->in_place) {
-        float *send = drv_slot_host(c, "send");
-        for (size_t i = 0; i < s->nsend; i++) send[i] = input(mine, i);
-        return;
+    for (int k = 0; k < sets; k++) {
+        uint64_t *seeds = st->seeds + (size_t)k * (size_t)c->world;
+        for (int r = 0; r < c->world; r++) seeds[r] = drv_case_seed(c, r, run ? drv_batch_run(c, run, k) : 0);
+        uint64_t mine = seeds[c->rank];
+        if (!s->in_place) {
+            float *send = (float *)drv_slot_host(c, "send") + (size_t)k * s->nsend;
+            for (size_t i = 0; i < s->nsend; i++) send[i] = input(mine, i);
+            continue;
+        }
+        /* in place, as NCCL lays it out: all-gather sends from its own block of the output,
+         * reduce-scatter receives into its own block of the input; the rest is poison (the
+         * broadcast's non-roots hold nothing they may send) */
+        float *base = (float *)drv_slot_host(c, "buf") + (size_t)k * lab1_stride(s);
+        drv_poison_host(base, lab1_stride(s) * sizeof(float));
+        bool gather = s->k->output == OUT_GATHER;
+        if (s->k->output == OUT_ROOT_COPY && c->rank != s->root) continue;
+        float *in = base + (gather ? s->mine : 0);
+        for (size_t i = 0; i < s->nsend; i++) in[i] = input(mine, i);
     }
-    /* in place, as NCCL lays it out: all-gather sends from its own block of the output,
-     * reduce-scatter receives into its own block of the input; the rest is poison (the
-     * broadcast's non-roots hold nothing they may send) */
-    float *base = drv_slot_host(c, "buf");
-    size_t total = s->nsend > s->nrecv ? s->nsend : s->nrecv;
-    drv_poison_host(base, total * sizeof(float));
-    bool gather = s->k->output == OUT_GATHER;
-    if (s->k->output == OUT_ROOT_COPY && c->rank != s->root) return;
-    float *in = base + (gather ? s->mine : 0);
-    for (size_t i = 0; i < s->nsend; i++) in[i] = input(mine, i);
+}
+
+/* The sets a timed case's slots hold: as many calls as fit in BATCH_BYTES per buffer (at
+ * most 1024), so that a run of small calls is not mostly the go and the done. */
+static int sets_for(const lab1_shape *s, size_t bytes) {
+    if (s->k->rooted && s->root != 0) return 1; /* not timed (lab1_perf) */
+    if (bytes == 0) return 1;
+    size_t k = BATCH_BYTES / bytes;
+    return k < 1 ? 1 : k > 1024 ? 1024 : (int)k;
 }
 
 void lab1_setup(drv_case *c) {
     lab1_case *st = drv_state(c, sizeof *st);
     st->s = lab1_shape_of(c);
-    st->seeds = calloc((size_t)c->world, sizeof *st->seeds);
-    PL_CHECK(st->seeds != NULL, "out of host memory");
     const lab1_shape *s = &st->s;
-    st->bytes = 4 * (s->nsend > s->nrecv ? s->nsend : s->nrecv);
+    st->bytes = 4 * lab1_stride(s);
+    st->sets = sets_for(s, st->bytes);
+    drv_batch_sets(c, st->sets);
+    st->seeds = calloc((size_t)c->world * (size_t)st->sets, sizeof *st->seeds);
+    PL_CHECK(st->seeds != NULL, "out of host memory");
+    size_t k = (size_t)st->sets;
     if (!s->in_place) {
-        drv_slot_new(c, "send", s->nsend * sizeof(float), DRV_IN | DRV_CONST);
-        drv_slot_new(c, "recv", s->nrecv * sizeof(float), DRV_OUT);
+        drv_slot_new(c, "send", k * s->nsend * sizeof(float), DRV_IN | DRV_CONST);
+        drv_slot_new(c, "recv", k * s->nrecv * sizeof(float), DRV_OUT);
     } else {
-        drv_slot_new(c, "buf", st->bytes, DRV_INOUT);
+        drv_slot_new(c, "buf", k * st->bytes, DRV_INOUT);
+        drv_poison_host(drv_slot_host(c, "buf"), k * st->bytes);
     }
-    write_inputs(c, st, 0);
+    write_inputs(c, st, 0, 1);
+}
+
+/* play() makes one call, on set 0: the other sets are beyond its buffers, so what it wrote
+ * there is out of bounds (the slot's red zones only guard the last set). */
+static void check_other_sets(drv_case *c, const lab1_case *st) {
+    const lab1_shape *s = &st->s;
+    size_t per = (s->in_place ? lab1_stride(s) : s->nrecv) * sizeof(float);
+    if (st->sets < 2 || per == 0) return;
+    const unsigned char *p = drv_slot_host(c, s->in_place ? "buf" : "recv");
+    size_t rest = per * (size_t)(st->sets - 1);
+    unsigned char *want = malloc(rest);
+    PL_CHECK(want != NULL, "out of host memory");
+    drv_poison_host(want, rest);
+    if (memcmp(p + per, want, rest) != 0) {
+        size_t i = 0;
+        while (p[per + i] == want[i]) i++;
+        drv_fail(c, "the call wrote %zu byte(s) past the end of its output '%s' (%zu bytes): out of bounds",
+                 i + 1, s->in_place ? "buf" : "recv", per);
+    }
+    free(want);
 }
 
 static int ceil_log2(int n) {
@@ -126,30 +167,38 @@ void lab1_check(drv_case *c) {
     size_t n = c->ran && checked(c, s) ? s->nrecv : 0;
     float *want = malloc(n * sizeof *want + sizeof *want);
     PL_CHECK(want != NULL, "out of host memory");
-    for (size_t i = 0; i < n; i++) want[i] = expect(c, st, i);
+    for (size_t i = 0; i < n; i++) want[i] = expect(c, st, 0, i);
     drv_num(c, "count", (double)s->count);
     drv_num(c, "bytes", (double)st->bytes);
-    drv_num(c, "wrong", st->wrong = drv_check_floats(c, "the output", n ? output(c, st) : want, want, n, true));
+    drv_num(c, "wrong", st->wrong = drv_check_floats(c, "the output", n ? output(c, st, 0) : want, want, n, true));
     free(want);
+    if (c->ran) check_other_sets(c, st);
     check_choice(c, st);
 }
 
-/* Timed run `run`: fresh inputs from fresh seeds. */
-void lab1_refresh(drv_case *c, int run) { write_inputs(c, c->state, run); }
+/* Timed run `run`: fresh inputs from fresh seeds, in each of its c->batch sets. */
+void lab1_refresh(drv_case *c, int run) { write_inputs(c, c->state, run, c->batch); }
 
-/* ... and its result, at SPOT_CHECKS elements chosen after the run (all of a small one). */
+/* ... and its results: every element of a small run, else SPOT_CHECKS elements chosen
+ * after the run, every set in turn (each call is checked). */
 void lab1_verify(drv_case *c, int run) {
     lab1_case *st = c->state;
     const lab1_shape *s = &st->s;
     if (!checked(c, s) || !s->nrecv) return;
-    const float *got = output(c, st);
-    size_t n = s->nrecv <= SPOT_CHECKS ? s->nrecv : SPOT_CHECKS;
-    for (size_t k = 0; k < n; k++) {
-        size_t i = s->nrecv <= SPOT_CHECKS ? k : (size_t)(drv_unpredictable() % s->nrecv);
-        float e = expect(c, st, i);
+    size_t sets = (size_t)c->batch, all = sets * s->nrecv;
+    size_t n = all <= SPOT_CHECKS ? all : SPOT_CHECKS;
+    for (size_t j = 0; j < n; j++) {
+        size_t set = j % sets, i = all <= SPOT_CHECKS ? j / sets : (size_t)(drv_unpredictable() % s->nrecv);
+        const float *got = output(c, st, (int)set);
+        float e = expect(c, st, (int)set, i);
         if (memcmp(&got[i], &e, sizeof e) != 0) {
-            drv_fail(c, "timed run %d: index %zu: expected %g, got %g (a result computed once and repeated?)", run, i,
-                     e, got[i]);
+            if (sets > 1)
+                drv_fail(c, "timed run %d, call %zu of %zu: index %zu: expected %g, got %g (a result computed once and "
+                            "repeated, or a call skipped?)",
+                         run, set + 1, sets, i, e, got[i]);
+            else
+                drv_fail(c, "timed run %d: index %zu: expected %g, got %g (a result computed once and repeated?)", run,
+                         i, e, got[i]);
             return;
         }
     }
@@ -205,8 +254,11 @@ void lab1_perf(drv_case *c) {
     drv_num(c, "min_time_us", mine.min_us), drv_num(c, "max_time_us", mine.max_us);
     drv_num(c, "lib_min_time_us", tm[1].min_us), drv_num(c, "lib_max_time_us", tm[1].max_us);
     if (c->world > 1) drv_num(c, "speed_ratio", lib / med); /* one rank has nothing to compare */
-    drv_note(c, "%d runs each, interleaved: %.1f us median (%.1f to %.1f), the library's %.1f us (%.1f to %.1f)%s", iters,
-             med, mine.min_us, mine.max_us, lib, tm[1].min_us, tm[1].max_us, drv_oversubscribed());
+    drv_num(c, "calls_per_run", c->batch);
+    drv_note(c, "%d runs each of %d call%s, interleaved: %.1f us per call median (%.1f to %.1f), the library's %.1f us "
+                "(%.1f to %.1f)%s",
+             iters, c->batch, c->batch > 1 ? "s" : "", med, mine.min_us, mine.max_us, lib, tm[1].min_us, tm[1].max_us,
+             drv_oversubscribed());
 }
 
 /* The table line being filled: one (collective, size, root), out-of-place and in-place. */

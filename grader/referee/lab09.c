@@ -22,7 +22,11 @@ typedef struct {
     uint64_t *seeds; /* every rank's */
     uint64_t pub;
     l9_inputs in;    /* this rank's */
+    int sets;        /* a timed all-reduce: its slots' sets (drv_batch_sets)          */
+    uint64_t *run_seeds; /* [set][rank]: the current timed run's input seeds         */
 } lab9_case;
+
+#define AR_SETS 1024 /* a timed all-reduce's sets: 1 MiB of inputs at 1 KiB per call */
 
 /* ---- setup: the slots and this rank's inputs ------------------------------------------ */
 
@@ -121,7 +125,14 @@ void lab9_setup(drv_case *c) {
     }
     case K_AR: {
         size_t bytes = (size_t)p->calls * (size_t)p->count * sizeof(float);
-        if (p->in_place) {
+        if (p->variant == AR_TIMED) { /* out of place, one call: room for a timed run's sets */
+            k->sets = AR_SETS;
+            drv_batch_sets(c, k->sets);
+            k->run_seeds = calloc((size_t)k->sets * (size_t)c->world, sizeof *k->run_seeds);
+            PL_CHECK(k->run_seeds != NULL, "out of host memory");
+            memcpy(drv_slot_new(c, "in", bytes * AR_SETS, DRV_IN | DRV_CONST), in->ar_in, bytes);
+            drv_slot_new(c, "out", bytes * AR_SETS, DRV_OUT);
+        } else if (p->in_place) {
             memcpy(drv_slot_new(c, "buf", bytes, DRV_INOUT), in->ar_in, bytes);
         } else {
             slot_in(c, "in", in->ar_in, bytes);
@@ -131,6 +142,8 @@ void lab9_setup(drv_case *c) {
     }
     }
 }
+
+static void check_other_sets(drv_case *c, const lab9_case *k);
 
 /* ---- check -------------------------------------------------------------------------------- */
 
@@ -166,6 +179,7 @@ void lab9_check(drv_case *c) {
     drv_check_counted(c, !((double)c->m.puts == sym[L9_SYM_PUTS] && (double)c->m.put_bytes == sym[L9_SYM_PUT_BYTES] &&
                            (double)c->m.signals == sym[L9_SYM_SIGNALS]), "the symmetric-memory backend");
     l9_referee_check(c, &k->p, &k->in, &o, k->seeds, k->pub);
+    if (k->sets > 1) check_other_sets(c, k);
     if (k->p.kind == K_ROUTE && drv_max((double)(c->m.puts + c->m.msgs_sent + c->m.coll_total)) > 0)
         drv_fail(c, "the router communicated: it is host code on this rank's tokens only");
 }
@@ -199,6 +213,75 @@ void lab9_teardown(drv_case *c) {
     lab9_case *k = c->state;
     l9_inputs_free(&k->in);
     free(k->seeds);
+    free(k->run_seeds);
+}
+
+/* ---- the timed all-reduce: the student's algorithm against the library's ------------------ */
+
+/* play() made one call, on set 0 of the slots: the other sets of "out" are not its output,
+ * and what it wrote there is out of bounds (the red zones guard the last set only). */
+static void check_other_sets(drv_case *c, const lab9_case *k) {
+    size_t per = (size_t)k->p.count * sizeof(float), rest = per * (size_t)(k->sets - 1);
+    if (k->sets < 2 || per == 0) return;
+    const unsigned char *p = (const unsigned char *)drv_slot_host(c, "out") + per;
+    unsigned char *want = malloc(rest);
+    PL_CHECK(want != NULL, "out of host memory");
+    drv_poison_host(want, rest);
+    if (memcmp(p, want, rest) != 0) drv_fail(c, "the all-reduce wrote past the end of its output (%zu bytes): out of bounds", per);
+    free(want);
+}
+
+void lab9_refresh(drv_case *c, int run) {
+    lab9_case *k = c->state;
+    size_t N = (size_t)k->p.count;
+    float *in = drv_slot_host(c, "in");
+    for (int set = 0; set < c->batch; set++) {
+        uint64_t *seeds = k->run_seeds + (size_t)set * (size_t)c->world;
+        for (int r = 0; r < c->world; r++) seeds[r] = drv_case_seed(c, r, drv_batch_run(c, run, set));
+        for (size_t i = 0; i < N; i++) in[(size_t)set * N + i] = l9_ar_input(seeds[c->rank], i);
+    }
+}
+
+/* Every call of the run at spot elements chosen after it: the student's bit for bit against
+ * the rank-order sum (as the graded call), the library's (MPI's order of summation) within
+ * n rounding steps of it. */
+void lab9_verify(drv_case *c, int run) {
+    lab9_case *k = c->state;
+    size_t N = (size_t)k->p.count, sets = (size_t)c->batch, all = sets * N;
+    const float *out = drv_slot_host(c, "out");
+    size_t checks = all < 4096 ? all : 4096;
+    for (size_t j = 0; j < checks && N > 0; j++) {
+        size_t set = j % sets, i = all <= 4096 ? j / sets : (size_t)(drv_unpredictable() % N);
+        const uint64_t *seeds = k->run_seeds + set * (size_t)c->world;
+        float want = 0;
+        for (int r = 0; r < c->world; r++) want = r == 0 ? l9_ar_input(seeds[0], i) : want + l9_ar_input(seeds[r], i);
+        float got = out[set * N + i];
+        bool ok = c->timing == 0 ? memcmp(&got, &want, sizeof got) == 0 : fabsf(got - want) <= c->world * 0x1p-22f;
+        if (!ok) {
+            drv_fail(c, "timed run %d, call %zu of %zu (%s): index %zu: expected %.9g, got %.9g (a result computed once "
+                        "and repeated, or a call skipped?)",
+                     run, set + 1, sets, c->timing == 0 ? "yours" : "the library's", i, want, got);
+            return;
+        }
+    }
+}
+
+void lab9_perf(drv_case *c) {
+    lab9_case *k = c->state;
+    if (k->p.kind != K_AR || k->p.variant != AR_TIMED) return;
+    static const int both[2] = {0, 1};
+    pl_timing tm[2];
+    drv_time_players(c, both, 2, 1, 15, tm);
+    if (drv_failed(c)) return;
+    const char *name = k->p.disp == 0 ? "one-shot" : "two-shot";
+    drv_num(c, "time_us", tm[0].median_us);
+    drv_num(c, "lib_time_us", tm[1].median_us);
+    drv_num(c, "min_time_us", tm[0].min_us), drv_num(c, "max_time_us", tm[0].max_us);
+    drv_num(c, "calls_per_run", c->batch);
+    drv_note(c, "%d runs each of %d call%s, interleaved: your %s %.2f us per call median (%.2f to %.2f), the library's "
+                "all-reduce %.2f us (%.2f to %.2f)%s",
+             tm[0].iters, c->batch, c->batch > 1 ? "s" : "", name, tm[0].median_us, tm[0].min_us, tm[0].max_us,
+             tm[1].median_us, tm[1].min_us, tm[1].max_us, drv_oversubscribed());
 }
 
 void lab9_init(void) {

@@ -25,6 +25,8 @@ static float uni(uint64_t seed, uint64_t id, uint64_t i, float lo, float hi) {
     return lo + (hi - lo) * (float)((double)(pl_rng_bits(seed, id, i) >> 11) / 9007199254740992.0);
 }
 
+float l9_ar_input(uint64_t seed, size_t i) { return uni(seed, ID_AR, i, -1, 1); }
+
 static void *alloc0(size_t n, size_t size) {
     void *p = calloc(n + 1, size);
     PL_CHECK(p != NULL, "out of host memory");

@@ -32,6 +32,8 @@ typedef struct {
 
 void l9_inputs_make(const l9_params *p, int rank, uint64_t seed, uint64_t pub, l9_inputs *in);
 void l9_inputs_free(l9_inputs *in);
+/* Element i of the all-reduce input of the rank whose seed this is. */
+float l9_ar_input(uint64_t seed, size_t i);
 
 /* What the player left in the slots, read where it lies (the referee's host view). */
 typedef struct {

@@ -433,7 +433,7 @@ static void moved_during(drv_case *c, const transport_counts *k0);
 
 static void run_case(const drv_instance *in, int index) {
     const drv_test *t = in->test;
-    drv_case c = {.inst = in, .name = in->name, .arg = in->arg, .rank = g_ref.rank, .world = g_ref.world};
+    drv_case c = {.inst = in, .name = in->name, .arg = in->arg, .rank = g_ref.rank, .world = g_ref.world, .batch = 1};
     g_ref.current_case = in->name;
     case_begin(&c);
     slots_reset(&c);

@@ -94,6 +94,7 @@ typedef struct {
     size_t min_bytes, max_bytes; /* -b, -e: size sweep (K/M/G suffixes)            */
     double factor;               /* -f: size step (> 1)                            */
     int warmup, iters;           /* -w, -n: timing; -1 = the test's default        */
+    int calls;                   /* --calls: most calls per timed run; 0 = automatic */
     bool quiet;                  /* -q: no table, no per-case lines on stdout      */
     const char *filter;          /* --filter GLOB                                  */
 } drv_options;
@@ -130,6 +131,11 @@ typedef struct drv_case {
     int64_t mem_peak;              /* pl_mem_peak() during play()                     */
     int timing;               /* (R) the timed call (`which`) of the run that refresh and
                                  verify are called for (drv_time_players)                 */
+    int batch_max;            /* (R) input and output sets the slots hold (drv_batch_sets) */
+    int batch;                /* calls in the current timed run, each on its own set: the
+                                 referee's refresh and verify fill and check `batch` sets;
+                                 the player's timed() is called `batch` times             */
+    int batch_index;          /* (P) the set this call of timed() uses, 0..batch-1        */
     /* ---- the runner's */
     drv_verdict verdict;
     char msg[480];
@@ -466,6 +472,18 @@ pl_timing drv_time_player(drv_case *c, int which, int warmup, int iters);
  * shared machine falls on each alike; out[i] is which[i]'s. Runs are numbered 1, 2, ...
  * across the calls (refresh and verify see each number once). */
 void drv_time_players(drv_case *c, const int *which, int nwhich, int warmup, int iters, pl_timing *out);
+/* In setup(): the test's slots hold `sets` independent input and output sets for timed
+ * runs (set 0 is play()'s). A timed run then makes `batch` calls back to back between one
+ * go and one done, call k on set k, and its time is divided by `batch`: the control
+ * socket's round trip and the barrier are paid once per run, not per call. The runner picks
+ * `batch` (the same on every rank) so that a run lasts about DRV_BATCH_RUN_US, from a probe
+ * run of each call; refresh(c, run) must then fill and verify(c, run) check sets
+ * 0..c->batch-1, each with inputs of its own (drv_batch_run numbers them). */
+#define DRV_BATCH_RUN_US 1000.0
+void drv_batch_sets(drv_case *c, int sets);
+/* The seed number of set k of timed run `run` (for drv_case_seed): distinct for every
+ * (run, set), never 0 (play()'s). */
+int drv_batch_run(const drv_case *c, int run, int k);
 /* "; oversubscribed: N ranks on C cores of this host" where this host's ranks outnumber the
  * cores the referee may run on, "" otherwise: for the note of a timed figure. */
 const char *drv_oversubscribed(void);

@@ -65,6 +65,7 @@ void print_usage(void) {
            "  -q                            quiet: only failures and the closing summary line\n"
            "  -b BYTES -e BYTES -f FACTOR   size sweep (K/M/G suffixes), like nccl-tests\n"
            "  -w N -n N                     warm-up and timed iterations\n"
+           "  --calls N                     at most N calls per timed run (0: enough for ~1 ms; 1: one)\n"
            "  --run MODE  --modes           another mode than grading (make lab-N RUN=MODE)\n"
            "  --device cpu|cuda  --comm mpi|nccl  --seed N  --watchdog SEC  --trace FILE\n");
     for (const drv_flag *f = g_lab->flags; f && f->name; f++) printf("  %-28s  %s\n", f->name, f->help);
@@ -134,6 +135,8 @@ void parse_flags(int argc, char **argv) {
             g_opt.warmup = (int)parse_number(a, need_value(argc, argv, &i), 0, 1000, true);
         } else if (!strcmp(a, "-n")) {
             g_opt.iters = (int)parse_number(a, need_value(argc, argv, &i), 1, 100000, true);
+        } else if (!strcmp(a, "--calls")) {
+            g_opt.calls = (int)parse_number(a, need_value(argc, argv, &i), 0, 1024, true);
         } else {
             const drv_flag *f = g_lab->flags;
             while (f && f->name && strcmp(f->name, a) != 0) f++;

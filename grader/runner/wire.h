@@ -105,13 +105,15 @@ typedef struct {
 enum {
     CMD_PLAY = 1,   /* run the case's play() on the header's slots; reply REP_DONE        */
     CMD_STAGE,      /* arg = which: bring the (refreshed) IN slots to the device          */
-    CMD_GO,         /* arg = which: barrier, timed(which), sync; reply REP_DONE           */
+    CMD_GO,         /* arg = which + (calls << 8): `calls` x timed(which) on sets
+                       0..calls-1, sync; reply REP_DONE (after CMD_READY)                   */
     CMD_COLLECT,    /* bring the OUT slots back from the device; reply REP_DONE           */
     CMD_RELEASE,    /* the case is over: release(), free the slots' device buffers        */
     CMD_RELAY,      /* payload: this referee's signed contribution; reply: every rank's   */
     CMD_EXIT,       /* finalize and exit 0                                                */
     CMD_RESUME,     /* the referee's interlude is over: go on with play() (no reply)      */
     CMD_XFER_DONE,  /* payload: xfer_done (+ bytes): a transport request completed         */
+    CMD_READY,      /* before a timed run: sync, barrier of the players; reply REP_DONE      */
     REP_READY = 100,/* after start-up: payload = the player's runtime info                */
     REP_DONE,
     REP_RELAY,
