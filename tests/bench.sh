@@ -20,7 +20,7 @@ echo "# what the referee/player split costs: Lab 1's library all-reduce (pl_allr
 echo "# (a barrier of the players, then go to done through the control socket, fresh inputs for every call,"
 echo "# each checked), against raw MPI_Allreduce timed in one process with the calls back to back on distinct"
 echo "# buffers, 2 ranks (docs/grader.md, \"Timing\"). Each timed run makes as many calls as last ~1 ms (at most"
-echo "# 4 MiB of buffers); --calls 1 shows one call per run. Transports: the player's own MPI (PL_TRANSPORT=mpi),"
+echo "# 256 KiB of buffers: one call from 256 KiB on); --calls 1 shows one call per run. Transports: the player's own MPI (PL_TRANSPORT=mpi),"
 echo "# or the referees moving every message (graded cpu runs: each message is a request on the control socket)"
 raw=$(echo "$rawout" | awk '/^raw back to back/ {sub(":", "", $5); print $5, $6}')
 for t in mpi referee; do
