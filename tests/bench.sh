@@ -20,7 +20,7 @@ echo "# what the referee/player split costs: Lab 1's library all-reduce (pl_allr
 echo "# (a barrier of the players, then go to done through the control socket, fresh inputs for every call,"
 echo "# each checked), against raw MPI_Allreduce timed in one process with the calls back to back on distinct"
 echo "# buffers, 2 ranks (docs/grader.md, \"Timing\"). Each timed run makes as many calls as last ~1 ms (at most"
-echo "# 256 KiB of buffers: one call from 256 KiB on); --calls 1 shows one call per run. Transports: the player's own MPI (PL_TRANSPORT=mpi),"
+echo "# 64 KiB of buffers: one call from 64 KiB on); --calls 1 shows one call per run. Transports: the player's own MPI (PL_TRANSPORT=mpi),"
 echo "# or the referees moving every message (graded cpu runs: each message is a request on the control socket)"
 raw=$(echo "$rawout" | awk '/^raw back to back/ {sub(":", "", $5); print $5, $6}')
 for t in mpi referee; do
@@ -32,6 +32,22 @@ for t in mpi referee; do
                    t, calls == 1 ? "one call per run" : "batched", ($1 == 1024 ? "1 KiB" : $1 == 1048576 ? "1 MiB" : "64 MiB"), $2 / $3, $2, $3,
                    (t == "mpi" && calls == 0) ? ($1 == 1024 ? ", target >= 0.9" : ", target >= 0.97") : "" }'
     done
+done
+
+echo "# Lab 0's point-to-point bandwidth (ping-pong 0<->1, median one-way time) as a graded cpu run measures it"
+echo "# (the referees move every message through the arena), with the player's own MPI (PL_TRANSPORT=mpi: no"
+echo "# single-copy CMA), against plain MPI in one process pair, with Open MPI's default single-copy mechanism"
+echo "# and with it off (docs/grader.md, \"Timing\"): target >= 0.9 for the graded run"
+pp=$(timeout 120 $MPIRUN -np 2 $B/bench/bench_pingpong 2>&1 | awk '$1 == "pingpong" {sub(":", "", $2); print $2, $5}')
+pp_nocma=$(OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_btl_sm_single_copy_mechanism=none \
+           timeout 120 $MPIRUN -np 2 $B/bench/bench_pingpong 2>&1 | awk '$1 == "pingpong" {sub(":", "", $2); print $2, $5}')
+for t in referee mpi; do
+    lab0=$(PL_TRANSPORT=$t timeout 300 $MPIRUN -np 2 $B/labs/lab00 -b 64K -e 16M -f 256 2>&1 |
+           awk '$1 == "0->1" && $2 ~ /^[0-9]+$/ {print $2, $5}')
+    echo "$pp" | join - <(echo "$pp_nocma") | join - <(echo "$lab0") 2>/dev/null | awk -v t=$t 'NF == 4 && $4 > 0 {
+        printf "ratio Lab 0 bandwidth %s (%s): %s / plain MPI  %6.3f   (%.2f GB/s; plain MPI %.2f GB/s, single copy off %.2f GB/s%s)\n",
+               ($1 == 65536 ? "64 KiB" : "16 MiB"), t == "referee" ? "graded: the referees move the messages" : "the player'"'"'s own MPI",
+               t == "referee" ? "graded" : "own MPI", $4 / $2, $4, $2, $3, t == "referee" ? ", target >= 0.9" : "" }'
 done
 
 echo "# Lab 9's one-shot all-reduce at 1 KiB (allreduce.oneshot.timed.c256, the player's own MPI and symmetric"

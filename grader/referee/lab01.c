@@ -14,7 +14,7 @@
 #include "lab01.h"
 
 #define SPOT_CHECKS 4096    /* elements checked after each timed run, over all its sets  */
-#define BATCH_BYTES (256u << 10) /* a timed run's sets take at most this per buffer   */
+#define BATCH_BYTES (64u << 10)  /* a timed run's sets take at most this per buffer   */
 
 typedef struct {
     lab1_shape s;

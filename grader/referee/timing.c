@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "referee.h"
 
@@ -103,10 +104,21 @@ void drv_time_players(drv_case *c, const int *which, int nwhich, int warmup, int
 
 }
 
+/* The cores this host's ranks may share: the referee's own affinity, or where the launcher
+ * bound each rank to fewer cores than there are ranks (mpirun binds to cores only when
+ * there are enough of them), its parent's (the launcher's daemon or slurmstepd: what the
+ * job was given, taskset and cgroups included). */
+static int host_cores(int ranks) {
+    cpu_set_t set;
+    int own = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+    if (own <= 0 || own >= ranks) return own;
+    int parent = sched_getaffinity(getppid(), sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+    return parent > own ? parent : own;
+}
+
 const char *drv_oversubscribed(void) {
     static char text[120];
-    cpu_set_t set;
-    int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0, ranks = referee_local_world();
+    int ranks = referee_local_world(), cores = host_cores(ranks);
     if (cores <= 0 || ranks <= cores) return "";
     snprintf(text, sizeof text, "; oversubscribed: %d ranks on %d core%s of this host", ranks, cores, cores > 1 ? "s" : "");
     return text;
