@@ -129,6 +129,15 @@ bad_input "cuda device in a cpu-only build" "device cuda requested" 2 $B/solutio
 bad_input "nccl with the cpu device" "comm nccl requested" 2 $B/solutions/lab01 --device cpu --comm nccl
 bad_input "PL_DEVICE=cuda in a cpu-only build" "device cuda requested" 1 env PL_DEVICE=cuda $B/solutions/lab01
 bad_input "unknown collective" "unknown collective" 2 $B/solutions/lab01 --collective allfoo
+bad_input "--calls out of range" "--calls: '5000' is not an integer in \\[0, 1024\\]" 1 $B/solutions/lab01 --calls 5000
+# Timed runs in batches (docs/grader.md, "Batched timed runs"): Lab 9's timed 1 KiB all-reduce
+# makes several calls per run (each checked: the fault batch_repeat), --calls 1 one
+timeout 120 $MPIRUN -np 2 $B/solutions/lab09 --filter 'allreduce.oneshot.timed.*' -n 3 >"$TMP/o" 2>&1
+k=$(awk '$2 == "allreduce.oneshot.timed.c256" {for (i = 1; i <= NF; i++) if ($i == "each" && $(i + 1) == "of") print $(i + 2)}' "$TMP/o")
+expect "batched timing: Lab 9's 1 KiB all-reduce makes 2 to 1024 calls per timed run (${k:-none})" \
+    bash -c "[ '${k:-0}' -ge 2 ] && [ '${k:-0}' -le 1024 ] && grep -q '^pass *allreduce.oneshot.timed.c256 ' $TMP/o"
+timeout 120 $MPIRUN -np 2 $B/solutions/lab09 --filter 'allreduce.oneshot.timed.*' -n 3 --calls 1 >"$TMP/o" 2>&1
+expect "batched timing: --calls 1 makes one call per run" grep -q "allreduce.oneshot.timed.c256 .*3 runs each of 1 call," "$TMP/o"
 # T= with several globs (spaces or commas) selects what any of them matches; one that matches
 # nothing says so instead of grading nothing in silence
 n=$($B/solutions/lab01 --list --world 2 --filter 'broadcast.oop.r0.c0 reduce.oop.r0.c0,allgather.oop.c0' -b 0 -e 1 2>&1 | wc -l)

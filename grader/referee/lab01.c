@@ -325,9 +325,9 @@ void lab1_finish(void) {
 
 void lab1_init(void) {
     g_world = pl_world();
-    drv_print("# lab01: %d rank(s), sizes %zu..%zu bytes; every timed run has fresh inputs and is checked; time = mean"
-              " and med = median over timed runs of the slowest rank, from the referee's go to the player's done (med:"
-              " the grading basis)\n",
+    drv_print("# lab01: %d rank(s), sizes %zu..%zu bytes; every call of a timed run has fresh inputs and is checked;"
+              " time = mean and med = median over timed runs of the slowest rank, per call (a run: its calls back to"
+              " back from the referee's go to the player's done; med: the grading basis)\n",
               g_world, drv_opts()->min_bytes, drv_opts()->max_bytes);
     drv_print("# %-14s %12s %12s %6s %5s %5s   %-33s   %-33s\n", "", "", "", "", "", "", "out-of-place", "in-place");
     drv_print("# %-14s %12s %12s %6s %5s %5s   %9s %8s %8s %6s   %9s %8s %8s %6s   %9s %9s\n", "collective", "size",
