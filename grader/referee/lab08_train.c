@@ -255,6 +255,13 @@ struct l8_run {
  * few thousand failed. The losses are not touched: such an element's gradient is its
  * effect on the loss. */
 static double adam_tolerance(void) { return fmax(drv_tolerance(), 1e-4); }
+/* The gradient norm of a step after an update is held to 1e-3: it is the derivative of the
+ * loss at parameters that carry those marked elements' moves (up to lr each, either way),
+ * and a derivative amplifies a move more than the loss does. The solution's later norms
+ * reached 1.26e-4 (np 8, t8p1d1) once in a few hundred step cases while its loss stayed
+ * under 1e-4; a norm that is wrong (a shard counted twice or missed, a local norm) is
+ * wrong at the first step already, where it is held to the float tolerance. */
+static double adam_norm_tolerance(void) { return fmax(drv_tolerance(), 1e-3); }
 
 static l8_run *run_of(const drv_case *c) { return l8_state_of(c)->runs[c->arg[0]]; }
 
@@ -359,7 +366,8 @@ void l8_step_check(drv_case *c) {
     char what[200];
     drv_check_steps(c, "the loss (mean over the replicas' micro-batches) vs the serial run's on the global batch", R->loss,
                     R->ref_loss, steps, 1, tol, adam_tolerance());
-    drv_check_steps(c, "the global gradient norm (each parameter once)", R->norm, R->ref_norm, steps, 1, tol, adam_tolerance());
+    drv_check_steps(c, "the global gradient norm (each parameter once)", R->norm, R->ref_norm, steps, 1, tol,
+                    adam_norm_tolerance());
     snprintf(what, sizeof what, "parameters after %d steps (clipping, AdamW, ZeRO-1) vs the serial run's slice", steps);
     double loose = check_params(c, what, R->params, adam_tolerance(), R->M);
     drv_num(c, "loss", R->loss[steps - 1]);
