@@ -111,12 +111,22 @@ void *drv_slot_host(drv_case *c, const char *name) {
     return g_ref.region + s->offset;
 }
 
+static const unsigned char POISON[4] = {0xAD, 0xDE, 0xC0, 0x7F}; /* 0x7FC0DEAD, a quiet NaN */
+
 static void poison(unsigned char *p, uint64_t bytes) {
-    static const unsigned char pat[4] = {0xAD, 0xDE, 0xC0, 0x7F}; /* 0x7FC0DEAD, a quiet NaN */
-    for (uint64_t i = 0; i < bytes; i++) p[i] = pat[i & 3];
+    for (uint64_t i = 0; i < bytes; i++) p[i] = POISON[i & 3];
 }
 
 void drv_poison_host(void *p, size_t bytes) { poison(p, bytes); }
+
+int64_t drv_slot_unpoisoned(drv_case *c, const char *name, size_t from) {
+    const wire_slot *s = slot_find(table(c), name, NULL);
+    PL_CHECK(s != NULL, "drv_slot_unpoisoned: no slot of that name in this case");
+    const unsigned char *p = g_ref.region + s->offset;
+    for (uint64_t i = from; i < s->bytes; i++)
+        if (p[i] != POISON[i & 3]) return (int64_t)(i - from);
+    return -1;
+}
 
 void drv_slots_repoison(drv_case *c) {
     slot_table *t = table(c);

@@ -101,7 +101,6 @@ void drv_time_players(drv_case *c, const int *which, int nwhich, int warmup, int
     for (int w = 0; w < nwhich; w++) out[w] = bad ? (pl_timing){0} : timing_of(us + (size_t)w * iters, iters);
     free(us);
     if (bad && !drv_failed(c)) drv_fail(c, "a timed run gave a wrong result on another rank");
-
 }
 
 /* The cores this host's ranks may share: the referee's own affinity, or where the launcher

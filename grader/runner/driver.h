@@ -319,6 +319,11 @@ void drv_slots_repoison(drv_case *c);
 /* Fill `bytes` bytes with the poison (the quiet NaN 0x7FC0DEAD, word by word): the parts of
  * an INOUT slot the player must write. */
 void drv_poison_host(void *p, size_t bytes);
+/* The first byte of slot `name` at or after `from` that no longer holds the poison (as
+ * drv_poison_host lays it from the slot's start), as an offset from `from`; -1 when all of
+ * them still do. A test whose slots hold sets (drv_batch_sets) checks with it that play()'s
+ * one call on set 0 left the other sets alone. */
+int64_t drv_slot_unpoisoned(drv_case *c, const char *name, size_t from);
 /* In init(): one argument for the player's command line, after the user's (the player
  * parses it with the lab's flags): what the referee decided before its player exists, e.g.
  * the path of a data file it wrote or resolved. At most 8. */
