@@ -113,6 +113,9 @@ static double kernel(const plc_profile *p, double flops, double fp32_bytes) {
     return plc_kernel_time(p, flops, fp32_bytes * elem_of(p) / 4);
 }
 
+/* Dropout over `elems` elements, one direction: two E-byte tensors and a 1-byte mask. */
+static double dropout(const plc_profile *p, double elems) { return plc_kernel_time(p, elems, elems * (2 * elem_of(p) + 1)); }
+
 static double allreduce(const plc_profile *p, int n, int nodes, double bytes) {
     return plc_coll_time(p, PL_OP_ALLREDUCE, n, nodes, bytes);
 }
@@ -144,6 +147,14 @@ static void layer_terms(const plc_profile *p, const plp_model *md, const plp_con
     bwd_k += kernel(p, 50 * NF, 12 * NF);
     fwd_k += 2 * kernel(p, NC, 12 * NC);                                  /* residuals       */
     bwd_k += 2 * kernel(p, NC, 12 * NC);
+    if (md->dropout) {
+        /* attention probabilities (b a/t s^2) and the attention and MLP outputs (N h):
+         * forward reads the input, writes the output and a byte of mask per element;
+         * backward reads the gradient and the mask, writes the gradient */
+        double pr = R * s * s;
+        fwd_k += dropout(p, pr) + 2 * dropout(p, NC);
+        bwd_k += dropout(p, pr) + 2 * dropout(p, NC);
+    }
     double ar = allreduce(p, c->t, plp_group_nodes(p, c, PLP_GROUP_TENSOR), NC * elem_of(p));
     double passes = c->recompute ? 2 : 1; /* the forward again before the backward */
     memset(L, 0, sizeof *L);

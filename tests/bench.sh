@@ -123,7 +123,7 @@ if [ -f "${GGUF:-datasets/cache/SmolLM2-135M-Instruct.Q4_1.gguf}" ]; then l5args
     echo "#  (SmolLM2 not fetched: the tiny llama; scripts/fetch-model.sh for the real model)"; l5args="--model tiny"; fi
 $MAKE --no-print-directory lab-5 RUN=bench SOLUTION=1 ARGS="$l5args" 2>&1 | grep -E '^(ratio|# llama|sweep|winner)'
 echo "# Lab 8: Table 1 of the Megatron-LM paper predicted on dgx-a100 at its published configurations (predicted /"
-echo "#  published TFLOP/s per GPU, target 0.8 - 1.25), then the tiny GPT's step measured here beside the planner's"
+echo "#  published TFLOP/s per GPU, target 0.9 - 1.1), then the tiny GPT's step measured here beside the planner's"
 echo "#  this-machine prediction"
 $MAKE --no-print-directory lab-8 RUN=bench SOLUTION=1 2>&1 | grep -E '^(ratio|# Table 1:|#   .* misses)'
 echo "# Lab 7: step time of ZeRO-1/2/3 against DDP (vs_ddp): measured here, and the step replayed on"

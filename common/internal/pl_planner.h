@@ -26,6 +26,9 @@ extern "C" {
 typedef struct {
     int layers, hidden, heads, vocab, seq; /* l, h, a, V, s                            */
     int ffn;                               /* MLP width; 0 means 4h (GPT's)            */
+    bool dropout;                          /* Megatron's dropouts (attention probabilities
+                                            * and the two hidden ones), each its own pass;
+                                            * the kit's block has none                   */
 } plp_model;
 
 typedef struct {

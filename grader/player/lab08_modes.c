@@ -20,7 +20,8 @@
 
 /* Table 1 with the configuration of each row as the paper's scripts ran it
  * (examples/sc21/run_table_1.sh of Megatron-LM: micro-batch size and layers per virtual
- * stage; every row with full activation recomputation). V = 51200, s = 2048. */
+ * stage; every row with full activation recomputation and Megatron's default dropout).
+ * V = 51200, s = 2048. */
 typedef struct {
     const char *name;
     int heads, hidden, layers, t, p, gpus, batch, micro, v;
@@ -36,7 +37,7 @@ static const table1_row TABLE1[] = {
 };
 #define NROWS ((int)(sizeof TABLE1 / sizeof TABLE1[0]))
 
-static plp_model row_model(const table1_row *r) { return (plp_model){r->layers, r->hidden, r->heads, 51200, 2048, 0}; }
+static plp_model row_model(const table1_row *r) { return (plp_model){r->layers, r->hidden, r->heads, 51200, 2048, 0, true}; }
 static plp_config row_config(const table1_row *r) {
     return (plp_config){r->t, r->p, r->gpus / (r->t * r->p), r->v, r->micro, true, false};
 }
@@ -136,7 +137,7 @@ static void bench_table1(void) {
     if (!load_profile("dgx-a100", &prof, false)) return;
     drv_say("# Table 1 of the Megatron-LM paper on %s: each row at its published configuration (micro-batch and virtual\n"
             "# stages from the paper's scripts, full recomputation), predicted TFLOP/s per GPU (the paper's F over the\n"
-            "# predicted iteration) / published; target 0.8 - 1.25, and the planner's best never slower than the published\n",
+            "# predicted iteration) / published; target 0.9 - 1.1, and the planner's best never slower than the published\n",
             prof.name);
     int within = 0, never_slower = 0;
     for (int i = 0; i < NROWS; i++) {
@@ -147,7 +148,7 @@ static void bench_table1(void) {
         plp_estimate_config(&prof, &m, &c, r->batch, &e);
         size_t n = plp_search(&prof, &m, r->gpus, r->batch, &best, 1);
         double ratio = e.tflops / r->tflops;
-        bool ok = ratio >= 0.8 && ratio <= 1.25, faster = n > 0 && best.time <= e.time * (1 + 1e-12);
+        bool ok = ratio >= 0.9 && ratio <= 1.1, faster = n > 0 && best.time <= e.time * (1 + 1e-12);
         within += ok, never_slower += faster;
         char name[64], bname[64], terms[300];
         config_name(&c, name, sizeof name);
@@ -163,7 +164,7 @@ static void bench_table1(void) {
                     e.fits ? "" : "; the published configuration does not fit the planner's memory model");
         if (!faster) drv_say("#   %s: the planner's best is slower than the published configuration\n", r->name);
     }
-    drv_say("# Table 1: %d of %d rows within 0.8 - 1.25; the planner's best no slower than the published in %d of %d\n", within,
+    drv_say("# Table 1: %d of %d rows within 0.9 - 1.1; the planner's best no slower than the published in %d of %d\n", within,
             NROWS, never_slower, NROWS);
 }
 

@@ -125,6 +125,15 @@ int main(int argc, char **argv) {
     kern_xent_cost(N, 32, 1, &b_, &f_), kb += b_;
     tap_check(e.m == 2 && close_to(e.term[PLP_KERNEL], 2 * kb / 1e9, 1e-9),
               "kernels: the kit's kern_*_cost bytes of two layers, the embedding and the head, per micro-batch, at 1 GB/s");
+    /* with dropout: three per pass and layer (probabilities R s^2, two outputs N C), each
+     * 2E + 1 bytes per element, forward and backward */
+    plp_model tiny_do = tiny;
+    tiny_do.dropout = true;
+    plp_estimate ed;
+    plp_estimate_config(&bytes, &tiny_do, &one, 4, &ed);
+    double drop = 2.0 * 2 * (R * Tq * Tq + 2.0 * N * C) * (2 * 4 + 1);
+    tap_check(close_to(ed.term[PLP_KERNEL] - e.term[PLP_KERNEL], 2 * drop / 1e9, 1e-9) && ed.term[PLP_GEMM] == e.term[PLP_GEMM],
+              "kernels: dropout adds the probabilities' and two outputs' 9 bytes per element, forward and backward, per layer");
     /* GEMM bytes, fp32: 4 linear layers forward (N x out x in), their two backward GEMMs,
      * attention's 2 batched forward and 4 batched backward GEMMs, the tied LM head's 3 */
     double lin[4][2] = {{3 * C, C}, {C, C}, {Ff, C}, {C, Ff}}, gb = 0, hs = 4;
