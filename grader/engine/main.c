@@ -10,6 +10,7 @@
  * error, 3 the engine itself failed (cannot write its reports, out of memory),
  * 130 interrupted. */
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +120,72 @@ static void wipe_command_line(int argc, char **argv)
     }
     copy[n] = NULL;
     environ = copy;
+}
+
+/* Across hosts, Open MPI's mpirun starts a daemon (orted) on every other node through ssh,
+ * and that daemon starts the ranks - and whatever a rank asks it to start (PMIx_Spawn, which
+ * a player that runs MPI itself can find in memory). The engine makes pl-landlock its launch
+ * agent there: each remote daemon, and all it starts, runs under Landlock, able to read only
+ * the system's directories, the driver's directory and the lab's data, and to write only a
+ * private TMPDIR of its own and /dev/shm - what the engine's Landlock sandbox allows on one
+ * host. Set in the environment mpirun inherits (OMPI_MCA_orte_launch_agent); an instructor's
+ * own setting of it is kept. Daemons launched in a tree would need ssh's keys, which
+ * Landlock hides: the tree is turned off; and each daemon stays attached to its ssh session
+ * (no --daemonize), so that pl-landlock removes its TMPDIR when it ends. Returns what was
+ * done, for the run's note. */
+static char *confine_node_daemons(const options *opt, const strlist *mpirun)
+{
+    const char *cmd = mpirun->count ? strrchr(mpirun->items[0], '/') : NULL;
+    cmd = cmd ? cmd + 1 : mpirun->count ? mpirun->items[0] : "";
+    if (strcmp(cmd, "mpirun") && strcmp(cmd, "mpiexec") && strcmp(cmd, "orterun"))
+        return xasprintf("the launcher %s starts the ranks on the other nodes itself (only Open MPI's mpirun "
+                         "gets a confined daemon there)", cmd);
+    if (getenv("OMPI_MCA_orte_launch_agent"))
+        return xstrdup("OMPI_MCA_orte_launch_agent is set, so the daemons on the other nodes run as it says "
+                       "(unset it to run them under Landlock)");
+    char self[PATH_MAX], *driver = realpath(opt->driver, NULL);
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 16);
+    if (n <= 0 || !driver) {
+        free(driver);
+        return xstrdup("the daemons on the other nodes are not confined (the engine's or the driver's path is unknown)");
+    }
+    self[n] = '\0';
+    strcpy(strrchr(self, '/') + 1, "pl-landlock");
+    *strrchr(driver, '/') = '\0';
+    strlist words = {0};
+    strlist_push(&words, self);
+    strlist_push(&words, "--system");
+    strlist_push(&words, "--private-tmp");
+    strlist_push(&words, "--read");
+    strlist_push(&words, driver);
+    for (int i = 0; i < opt->data.count; i++) {
+        char *d = realpath(opt->data.items[i], NULL);
+        if (!d) continue;
+        strlist_push(&words, "--read");
+        strlist_push(&words, d);
+        free(d);
+    }
+    strlist_push(&words, "--write");
+    strlist_push(&words, "/dev/shm");
+    strlist_push(&words, "--");
+    strlist_push(&words, "orted");
+    bool blank = access(self, X_OK) != 0;
+    for (int i = 0; i < words.count; i++) blank |= strpbrk(words.items[i], " \t\n") != NULL;
+    char *agent = strlist_join(&words, " "), *out;
+    if (blank) {
+        out = xasprintf("the daemons on the other nodes are not confined (%s is missing, or a path holds a blank)", self);
+    } else {
+        setenv("OMPI_MCA_orte_launch_agent", agent, 1);
+        setenv("OMPI_MCA_plm_rsh_no_tree_spawn", "1", 1);
+        setenv("OMPI_MCA_orte_leave_session_attached", "1", 1);  // no --daemonize: pl-landlock outlives it
+        out = xasprintf("the launcher's daemons on the other nodes, and all they start, run under Landlock (%s: the "
+                        "system's files, the driver's directory and the lab's data readable, only a private TMPDIR "
+                        "and /dev/shm writable; a node without Landlock cannot start them: set "
+                        "OMPI_MCA_orte_launch_agent=orted to run them unconfined)", self);
+    }
+    free(agent);
+    free(driver);
+    return out;
 }
 
 /* The environment of the build and the runs: the engine's, without any PL_RESULTS_* it
@@ -376,6 +443,8 @@ int main(int argc, char **argv)
     }
     bool drop_root = geteuid() == 0;
     sandbox sb = {.drop_root = drop_root};
+    strlist cfg_mpirun_words = {0};
+    strlist_split(&cfg_mpirun_words, opt.mpirun);
     /* Across hosts the launcher reaches the other nodes with this user's credentials (ssh
      * keys, Slurm's munge socket), which a sandbox on this host would hide; each referee
      * still confines its own player, wherever it runs. */
@@ -383,8 +452,10 @@ int main(int argc, char **argv)
         die_usage("--sandbox on confines the whole run on this host; with --engine-addr (PL_ENGINE_ADDR) the ranks "
                   "run on other hosts: use --sandbox auto or off (every player stays under its referee's filter)");
     if (opt.engine_addr && !strcmp(opt.sandbox, "auto")) {
-        console_note(&con, "note: across hosts (--engine-addr %s): no sandbox around the launcher; every player is "
-                     "confined by its referee's filter on its own host", opt.engine_addr);
+        char *why = confine_node_daemons(&opt, &cfg_mpirun_words);
+        console_note(&con, "note: across hosts (--engine-addr %s): no sandbox around the launcher on this host; every "
+                     "player is confined by its referee's filter on its own host; %s", opt.engine_addr, why);
+        free(why);
         opt.sandbox = "off";
         opt.sandbox_given = false;
     }

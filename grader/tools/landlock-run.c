@@ -1,18 +1,27 @@
 /* landlock-run.c - pl-landlock: runs a command under Landlock, for the class grader's builds
- * where bubblewrap cannot start (the runs themselves are confined by pl-grade).
+ * where bubblewrap cannot start (the runs themselves are confined by pl-grade), and for the
+ * launcher's daemons on the other nodes of a run across hosts (pl-grade makes it Open MPI's
+ * launch agent there).
  *
- *   pl-landlock [--read DIR]... [--hide DIR]... [--write DIR]... -- COMMAND [ARGS...]
+ *   pl-landlock [--system] [--private-tmp] [--read DIR]... [--hide DIR]... [--write DIR]...
+ *               -- COMMAND [ARGS...]
  *
  * COMMAND and all it starts may read and execute beneath every --read DIR except beneath
  * each --hide DIR (other submissions, reports, the hidden rubric, solutions), read and write
  * beneath every --write DIR (even inside a hidden one) except the hidden directories below
- * it, and read and write the device files; nothing else. With Landlock
+ * it, and read and write the device files; nothing else. --system adds the system's
+ * directories (read and execute) and /proc (read). --private-tmp makes a directory of its
+ * own under $TMPDIR (or /tmp), writable and COMMAND's TMPDIR, runs COMMAND as a child and
+ * removes that directory when it ends (signals to pl-landlock go to COMMAND). With Landlock
  * ABI 6 it cannot signal a process outside. Exit 125 with one line when Landlock cannot be
  * set up, else COMMAND's status. */
 #include <errno.h>
+#include <ftw.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "landlock.h"
@@ -23,18 +32,77 @@ static void die(const char *msg)
     exit(125);
 }
 
+/* What every program needs to run (the engine's sandbox binds the same, grader/engine). */
+static const char *const SYSTEM_DIRS[] = {"/usr", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/opt",
+                                          "/sys", NULL};
+
+static pid_t g_child;
+static void forward(int sig)
+{
+    if (g_child > 0) kill(g_child, sig);
+}
+
+static int unlink_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* --private-tmp: COMMAND as a child under the ruleset; this process stays outside it only
+ * to remove the directory afterwards. Returns COMMAND's status as a shell would. */
+static int run_private(int rs, const char *tmp, char **cmd)
+{
+    static const int SIGS[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2};
+    struct sigaction sa = {.sa_handler = forward};
+    sigemptyset(&sa.sa_mask);
+    for (size_t k = 0; k < sizeof SIGS / sizeof SIGS[0]; k++) sigaction(SIGS[k], &sa, NULL);
+    g_child = fork();
+    if (g_child < 0) die(strerror(errno));
+    if (g_child == 0) {
+        for (size_t k = 0; k < sizeof SIGS / sizeof SIGS[0]; k++) signal(SIGS[k], SIG_DFL);
+        if (!ll_enforce(rs)) die(strerror(errno));
+        execvp(cmd[0], cmd);
+        fprintf(stderr, "pl-landlock: cannot run %s: %s\n", cmd[0], strerror(errno));
+        _exit(127);
+    }
+    close(rs);
+    int status = 0;
+    while (waitpid(g_child, &status, 0) < 0 && errno == EINTR) {}
+    nftw(tmp, unlink_one, 16, FTW_DEPTH | FTW_PHYS);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 int main(int argc, char **argv)
 {
     char **read = calloc((size_t)argc, sizeof *read), **hide = calloc((size_t)argc, sizeof *hide),
          **write = calloc((size_t)argc, sizeof *write);
     int n_read = 0, n_hide = 0, n_write = 0, i = 1;
+    bool system_dirs = false;
+    char *tmp = NULL;
     if (!read || !hide || !write) die("out of memory");
     for (; i < argc && strcmp(argv[i], "--"); i++) {
+        if (!strcmp(argv[i], "--system")) {
+            system_dirs = true;
+            continue;
+        }
+        if (!strcmp(argv[i], "--private-tmp")) {
+            if (tmp) continue;
+            const char *base = getenv("TMPDIR");
+            size_t len = strlen(base && base[0] ? base : "/tmp") + 20;
+            if (!(tmp = malloc(len))) die("out of memory");
+            snprintf(tmp, len, "%s/pl-node.XXXXXX", base && base[0] ? base : "/tmp");
+            if (!mkdtemp(tmp)) {
+                fprintf(stderr, "pl-landlock: --private-tmp: cannot create %s: %s\n", tmp, strerror(errno));
+                return 125;
+            }
+            continue;
+        }
         char ***list = !strcmp(argv[i], "--read") ? &read : !strcmp(argv[i], "--hide") ? &hide
                                                           : !strcmp(argv[i], "--write") ? &write : NULL;
         int *n = list == &read ? &n_read : list == &hide ? &n_hide : &n_write;
         if (!list) {
-            fprintf(stderr, "pl-landlock: unknown option '%s' (usage: pl-landlock [--read|--hide|--write DIR]... -- CMD)\n",
+            fprintf(stderr, "pl-landlock: unknown option '%s' (usage: pl-landlock [--system] [--private-tmp] [--read|--hide|--write DIR]... -- CMD)\n",
                     argv[i]);
             return 2;
         }
@@ -48,10 +116,19 @@ int main(int argc, char **argv)
     }
     if (i + 1 >= argc) die("no command after --");
     int abi = ll_abi();
-    if (!abi) die("this kernel has no Landlock (Linux 5.13 or later, lsm=landlock)");
+    if (!abi) {
+        if (tmp) rmdir(tmp);
+        die("this kernel has no Landlock (Linux 5.13 or later, lsm=landlock)");
+    }
     int rs = ll_create(abi);
     if (rs < 0) die(strerror(errno));
     bool ok = true;
+    for (int k = 0; system_dirs && SYSTEM_DIRS[k]; k++) ok &= ll_allow(rs, abi, SYSTEM_DIRS[k], LL_RX);
+    if (system_dirs) ok &= ll_allow(rs, abi, "/proc", LL_FS_READ_FILE | LL_FS_READ_DIR);
+    if (tmp) {
+        ok &= ll_allow(rs, abi, tmp, ll_handled(abi));
+        setenv("TMPDIR", tmp, 1);
+    }
     for (int k = 0; k < n_read; k++) ok &= ll_allow_except(rs, abi, read[k], hide, n_hide, LL_RX);
     ok &= ll_allow(rs, abi, "/dev", LL_FS_READ_FILE | LL_FS_READ_DIR | LL_FS_WRITE_FILE);
     for (int k = 0; k < n_write; k++) {  // the hidden directories inside it stay hidden
@@ -63,7 +140,12 @@ int main(int argc, char **argv)
         ok &= ll_allow_except(rs, abi, write[k], inside, n_inside, ll_handled(abi));
         free(inside);
     }
-    if (!ok || !ll_enforce(rs)) die(strerror(errno));
+    if (!ok) {
+        if (tmp) rmdir(tmp);
+        die(strerror(errno));
+    }
+    if (tmp) return run_private(rs, tmp, argv + i + 1);
+    if (!ll_enforce(rs)) die(strerror(errno));
     execvp(argv[i + 1], argv + i + 1);
     fprintf(stderr, "pl-landlock: cannot run %s: %s\n", argv[i + 1], strerror(errno));
     return 127;

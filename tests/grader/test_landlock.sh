@@ -87,6 +87,17 @@ elif [ -x "$LL" ]; then
     ll "cat $TMP/tree/secret" && bad "pl-landlock: read a file of a hidden directory" || ok "pl-landlock: a hidden directory's files cannot be read"
     ll "echo x >$TMP/w/f" && [ -s "$TMP/w/f" ] && ok "pl-landlock: its own directory is writable" || bad "pl-landlock: cannot write its own directory"
     ll "echo x >$TMP/f2" ; [ -e "$TMP/f2" ] && bad "pl-landlock: wrote outside its own directory" || ok "pl-landlock: nothing else is writable"
+    # --system --private-tmp (a daemon on another node, across hosts): the system's files,
+    # a TMPDIR of its own that is gone afterwards, the command's status, nothing of the tree
+    out=$(TMPDIR=$TMP/w "$LL" --system --private-tmp -- sh -c 'echo x >"$TMPDIR/f" && echo "$TMPDIR"; test -r /usr/include/stdio.h || exit 9; exit 3' 2>&1); rc=$?
+    case $out in
+        "$TMP/w/pl-node."*) [ $rc = 3 ] && [ ! -e "$out" ] && ok "pl-landlock --private-tmp: a TMPDIR of its own, writable, removed after; the system's files readable; the command's status (3)" ||
+            bad "pl-landlock --private-tmp: exit $rc, $out $( [ -e "$out" ] && echo 'left behind')" ;;
+        *) bad "pl-landlock --private-tmp: no TMPDIR of its own: $out (exit $rc)" ;;
+    esac
+    "$LL" --system --private-tmp -- sh -c "cat $TMP/tree/secret || echo x >$TMP/f3" >/dev/null 2>&1; rc=$?
+    [ $rc != 0 ] && [ ! -e "$TMP/f3" ] && ok "pl-landlock --system --private-tmp: neither reads nor writes elsewhere" ||
+        bad "pl-landlock --system --private-tmp: read the secret or wrote $TMP/f3 (exit $rc)"
     out=$("$LL" --frobnicate x -- true 2>&1); rc=$?
     [ $rc = 2 ] && [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] && ok "pl-landlock: an unknown flag is one line, exit 2" || bad "pl-landlock: unknown flag gave exit $rc"
 else
