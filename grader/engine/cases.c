@@ -343,6 +343,7 @@ static void build_env(strlist *env, const run_config *cfg, const channel *ch)
     const char *list = NULL;
     for (char **e = cfg->envp; e && *e; e++) {
         if (!strncmp(*e, "OMPI_MCA_mca_base_env_list=", 27)) list = *e + 27;
+        else if (cfg->own_tmpdir && !strncmp(*e, "TMPDIR=", 7)) continue;  // run_world gives the run its own
         else strlist_push(env, *e);
     }
     char *where = ch->endpoint ? xasprintf("PL_ENGINE_TCP=%s", ch->endpoint) : xasprintf("PL_RESULTS_SOCK=%s", ch->path);
@@ -603,6 +604,15 @@ void run_world(const run_config *cfg, int np, const rubric_run *extra, case_list
             strlist_push(&env, tmp);
             free(tmp);
         }
+        char *own_tmp = NULL;
+        if (cfg->own_tmpdir) {  // across hosts: what the ranks on this host may write (pl-landlock)
+            own_tmp = xasprintf("%s/tmp.%d", cfg->work_dir, serial);
+            if (mkdir(own_tmp, 0700) == 0) {
+                char *tmp = xasprintf("TMPDIR=%s", own_tmp);
+                strlist_push(&env, tmp);
+                free(tmp);
+            }
+        }
         if (restarts == 0 && !w.hidden) {  // a hidden run's command line holds its seeds
             char *cmd = strlist_join(&argv, " ");
             note(&w, "%s: %s%s", wname, cmd, sb ? " (in the sandbox)" : "");
@@ -628,6 +638,8 @@ void run_world(const run_config *cfg, int np, const rubric_run *extra, case_list
         w.budget -= ch.quiet_s;
         int killed = contain_kill_descendants();  // before anything is decided or written
         if (killed) note(&w, "note: %s: killed %d leftover process(es) after the run", wname, killed);
+        if (own_tmp) remove_tree(own_tmp);
+        free(own_tmp);
         if (landlock) {  // what the run left in its TMPDIR goes with it
             remove_tree(sb->scratch);
             mkdir(sb->scratch, 0700);

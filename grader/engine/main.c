@@ -133,33 +133,17 @@ static void wipe_command_line(int argc, char **argv)
  * Landlock hides: the tree is turned off; and each daemon stays attached to its ssh session
  * (no --daemonize), so that pl-landlock removes its TMPDIR when it ends. Returns what was
  * done, for the run's note. */
-static char *confine_node_daemons(const options *opt, const strlist *mpirun)
+/* "PL-LANDLOCK --system TMP-FLAG --read PL-LANDLOCK --read DRIVER-DIR [--read DATA]... --write
+ * /dev/shm -- [TAIL]" (a confined daemon starts each rank through the agent itself),
+ * or NULL where a word would hold a blank (Open MPI splits these values on blanks). */
+static char *landlock_words(const char *tool, const char *tmp_flag, const char *driver_dir, const strlist *data,
+                            const char *tail)
 {
-    const char *cmd = mpirun->count ? strrchr(mpirun->items[0], '/') : NULL;
-    cmd = cmd ? cmd + 1 : mpirun->count ? mpirun->items[0] : "";
-    if (strcmp(cmd, "mpirun") && strcmp(cmd, "mpiexec") && strcmp(cmd, "orterun"))
-        return xasprintf("the launcher %s starts the ranks on the other nodes itself (only Open MPI's mpirun "
-                         "gets a confined daemon there)", cmd);
-    if (getenv("OMPI_MCA_orte_launch_agent"))
-        return xstrdup("OMPI_MCA_orte_launch_agent is set, so the daemons on the other nodes run as it says "
-                       "(unset it to run them under Landlock)");
-    char self[PATH_MAX], *driver = realpath(opt->driver, NULL);
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 16);
-    if (n <= 0 || !driver) {
-        free(driver);
-        return xstrdup("the daemons on the other nodes are not confined (the engine's or the driver's path is unknown)");
-    }
-    self[n] = '\0';
-    strcpy(strrchr(self, '/') + 1, "pl-landlock");
-    *strrchr(driver, '/') = '\0';
     strlist words = {0};
-    strlist_push(&words, self);
-    strlist_push(&words, "--system");
-    strlist_push(&words, "--private-tmp");
-    strlist_push(&words, "--read");
-    strlist_push(&words, driver);
-    for (int i = 0; i < opt->data.count; i++) {
-        char *d = realpath(opt->data.items[i], NULL);
+    const char *head[] = {tool, "--system", tmp_flag, "--read", tool, "--read", driver_dir};  // a daemon runs the agent
+    for (size_t i = 0; i < sizeof head / sizeof head[0]; i++) strlist_push(&words, head[i]);
+    for (int i = 0; i < data->count; i++) {
+        char *d = realpath(data->items[i], NULL);
         if (!d) continue;
         strlist_push(&words, "--read");
         strlist_push(&words, d);
@@ -168,22 +152,50 @@ static char *confine_node_daemons(const options *opt, const strlist *mpirun)
     strlist_push(&words, "--write");
     strlist_push(&words, "/dev/shm");
     strlist_push(&words, "--");
-    strlist_push(&words, "orted");
-    bool blank = access(self, X_OK) != 0;
+    if (tail) strlist_push(&words, tail);
+    bool blank = false;
     for (int i = 0; i < words.count; i++) blank |= strpbrk(words.items[i], " \t\n") != NULL;
-    char *agent = strlist_join(&words, " "), *out;
-    if (blank) {
-        out = xasprintf("the daemons on the other nodes are not confined (%s is missing, or a path holds a blank)", self);
+    return blank ? NULL : strlist_join(&words, " ");
+}
+
+static char *confine_node_daemons(const options *opt, const strlist *mpirun, bool *own_tmpdir)
+{
+    *own_tmpdir = false;
+    const char *cmd = mpirun->count ? strrchr(mpirun->items[0], '/') : NULL;
+    cmd = cmd ? cmd + 1 : mpirun->count ? mpirun->items[0] : "";
+    if (strcmp(cmd, "mpirun") && strcmp(cmd, "mpiexec") && strcmp(cmd, "orterun"))
+        return xasprintf("the launcher %s starts the ranks on the other nodes itself (only Open MPI's mpirun "
+                         "gets confined daemons and ranks there)", cmd);
+    if (getenv("OMPI_MCA_orte_launch_agent") || getenv("OMPI_MCA_orte_fork_agent"))
+        return xstrdup("OMPI_MCA_orte_launch_agent or OMPI_MCA_orte_fork_agent is set, so the launcher's daemons "
+                       "and ranks run as it says (unset it to run them under Landlock)");
+    char self[PATH_MAX], *driver = realpath(opt->driver, NULL);
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 16);
+    if (n <= 0 || !driver) {
+        free(driver);
+        return xstrdup("the daemons and ranks are not confined (the engine's or the driver's path is unknown)");
+    }
+    self[n] = '\0';
+    strcpy(strrchr(self, '/') + 1, "pl-landlock");
+    *strrchr(driver, '/') = '\0';
+    char *agent = landlock_words(self, "--private-tmp", driver, &opt->data, "orted"),
+         *fork_agent = landlock_words(self, "--write-tmpdir", driver, &opt->data, NULL), *out;
+    if (!agent || !fork_agent || access(self, X_OK) != 0) {
+        out = xasprintf("the daemons and ranks are not confined (%s is missing, or a path holds a blank)", self);
     } else {
         setenv("OMPI_MCA_orte_launch_agent", agent, 1);
+        setenv("OMPI_MCA_orte_fork_agent", fork_agent, 1);
         setenv("OMPI_MCA_plm_rsh_no_tree_spawn", "1", 1);
         setenv("OMPI_MCA_orte_leave_session_attached", "1", 1);  // no --daemonize: pl-landlock outlives it
-        out = xasprintf("the launcher's daemons on the other nodes, and all they start, run under Landlock (%s: the "
-                        "system's files, the driver's directory and the lab's data readable, only a private TMPDIR "
-                        "and /dev/shm writable; a node without Landlock cannot start them: set "
-                        "OMPI_MCA_orte_launch_agent=orted to run them unconfined)", self);
+        *own_tmpdir = true;
+        out = xasprintf("the launcher's daemons on the other nodes, every rank on every node and anything a rank "
+                        "asks the launcher to spawn run under Landlock (%s: the system's files, the driver's "
+                        "directory and the lab's data readable, only a TMPDIR of the run's own and /dev/shm "
+                        "writable; a node without Landlock cannot start them: set OMPI_MCA_orte_launch_agent=orted "
+                        "to run them unconfined)", self);
     }
     free(agent);
+    free(fork_agent);
     free(driver);
     return out;
 }
@@ -445,6 +457,7 @@ int main(int argc, char **argv)
     sandbox sb = {.drop_root = drop_root};
     strlist cfg_mpirun_words = {0};
     strlist_split(&cfg_mpirun_words, opt.mpirun);
+    bool own_tmpdir = false;  // across hosts, confined: each run gets a TMPDIR of its own
     /* Across hosts the launcher reaches the other nodes with this user's credentials (ssh
      * keys, Slurm's munge socket), which a sandbox on this host would hide; each referee
      * still confines its own player, wherever it runs. */
@@ -452,7 +465,7 @@ int main(int argc, char **argv)
         die_usage("--sandbox on confines the whole run on this host; with --engine-addr (PL_ENGINE_ADDR) the ranks "
                   "run on other hosts: use --sandbox auto or off (every player stays under its referee's filter)");
     if (opt.engine_addr && !strcmp(opt.sandbox, "auto")) {
-        char *why = confine_node_daemons(&opt, &cfg_mpirun_words);
+        char *why = confine_node_daemons(&opt, &cfg_mpirun_words, &own_tmpdir);
         console_note(&con, "note: across hosts (--engine-addr %s): no sandbox around the launcher on this host; every "
                      "player is confined by its referee's filter on its own host; %s", opt.engine_addr, why);
         free(why);
@@ -520,6 +533,7 @@ int main(int argc, char **argv)
         free(problem);
         cfg.work_dir = work;
         cfg.engine_addr = opt.engine_addr;
+        cfg.own_tmpdir = own_tmpdir;
         for (int i = 0; i < n_np && !engine_interrupted; i++) run_world(&cfg, np[i], NULL, &cases);
         for (int i = 0; i < n_extra && !engine_interrupted; i++) run_world(&cfg, extra[i]->np, extra[i], &cases);
         if (sb.scratch) remove_tree(sb.scratch);

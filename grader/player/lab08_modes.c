@@ -109,7 +109,7 @@ int l8_mode_plan(void) {
     if (!load_profile(S->profile, &prof, true)) return 2;
     int all_gpus = prof.gpus_per_node * prof.nodes;
     if (!strcmp(S->model, "tiny")) {
-        plp_model m = {S->L, S->C, S->H, S->V, S->T, S->F};
+        plp_model m = {S->L, S->C, S->H, S->V, S->T, S->F, false};
         int gpus = S->gpus ? S->gpus : all_gpus, B = S->gbatch ? S->gbatch : 4 * S->b * gpus;
         plan_one(&prof, "the lab's tiny GPT", &m, gpus, B, NULL, S->top);
         return 0;
@@ -225,7 +225,7 @@ static void bench_tiny(l8_state *S) {
                 }
             double measured = m % 2 ? t[m / 2] : (t[m / 2 - 1] + t[m / 2]) / 2;
             if (have) {
-                plp_model pm = {S->L, S->C, S->H, S->V, S->T, S->F};
+                plp_model pm = {S->L, S->C, S->H, S->V, S->T, S->F, false};
                 plp_config pc = {k.t, k.p, k.d, 1, S->b, false, k.d > 1};
                 plp_estimate e;
                 char why[200], terms[300];

@@ -16,7 +16,9 @@
  *                                           TENSOR, at byte AT of RANK's file
  *   DIR/rank-RRRRR.bin      "PLZ7", rank and piece count (int32 each), then per piece its
  *                           master, m and v (COUNT float32 each)
- * On several nodes TMPDIR must be a shared file system (every referee reads the directory).
+ * On several nodes TMPDIR must be a shared file system (every referee reads the directory);
+ * a graded run across hosts under mpirun gives each node a TMPDIR of its own
+ * (docs/setup.md, Several nodes), so there these cases need the launcher unconfined.
  */
 #include <dirent.h>
 #include <errno.h>

@@ -3,16 +3,18 @@
  * launcher's daemons on the other nodes of a run across hosts (pl-grade makes it Open MPI's
  * launch agent there).
  *
- *   pl-landlock [--system] [--private-tmp] [--read DIR]... [--hide DIR]... [--write DIR]...
- *               -- COMMAND [ARGS...]
+ *   pl-landlock [--system] [--private-tmp] [--write-tmpdir] [--read DIR]... [--hide DIR]...
+ *               [--write DIR]... -- COMMAND [ARGS...]
  *
  * COMMAND and all it starts may read and execute beneath every --read DIR except beneath
  * each --hide DIR (other submissions, reports, the hidden rubric, solutions), read and write
  * beneath every --write DIR (even inside a hidden one) except the hidden directories below
  * it, and read and write the device files; nothing else. --system adds the system's
  * directories (read and execute) and /proc (read). --private-tmp makes a directory of its
- * own under $TMPDIR (or /tmp), writable and COMMAND's TMPDIR, runs COMMAND as a child and
- * removes that directory when it ends (signals to pl-landlock go to COMMAND). With Landlock
+ * own under $TMPDIR (or /tmp, where $TMPDIR is no directory here), writable and COMMAND's TMPDIR, runs COMMAND as a child and
+ * removes that directory when it ends (signals to pl-landlock go to COMMAND). --write-tmpdir
+ * makes the $TMPDIR it inherits writable (none, or not an absolute directory: nothing).
+ * With Landlock
  * ABI 6 it cannot signal a process outside. Exit 125 with one line when Landlock cannot be
  * set up, else COMMAND's status. */
 #include <errno.h>
@@ -21,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -86,12 +89,21 @@ int main(int argc, char **argv)
             system_dirs = true;
             continue;
         }
+        if (!strcmp(argv[i], "--write-tmpdir")) {
+            const char *t = getenv("TMPDIR");
+            char *p = t && t[0] == '/' ? realpath(t, NULL) : NULL;
+            if (p && strcmp(p, "/")) write[n_write++] = p;
+            else free(p);
+            continue;
+        }
         if (!strcmp(argv[i], "--private-tmp")) {
             if (tmp) continue;
-            const char *base = getenv("TMPDIR");
-            size_t len = strlen(base && base[0] ? base : "/tmp") + 20;
+            const char *base = getenv("TMPDIR");  // another host's, where the launcher forwarded it: /tmp
+            struct stat st;
+            if (!base || base[0] != '/' || stat(base, &st) != 0 || !S_ISDIR(st.st_mode)) base = "/tmp";
+            size_t len = strlen(base) + 20;
             if (!(tmp = malloc(len))) die("out of memory");
-            snprintf(tmp, len, "%s/pl-node.XXXXXX", base && base[0] ? base : "/tmp");
+            snprintf(tmp, len, "%s/pl-node.XXXXXX", base);
             if (!mkdtemp(tmp)) {
                 fprintf(stderr, "pl-landlock: --private-tmp: cannot create %s: %s\n", tmp, strerror(errno));
                 return 125;
@@ -102,7 +114,7 @@ int main(int argc, char **argv)
                                                           : !strcmp(argv[i], "--write") ? &write : NULL;
         int *n = list == &read ? &n_read : list == &hide ? &n_hide : &n_write;
         if (!list) {
-            fprintf(stderr, "pl-landlock: unknown option '%s' (usage: pl-landlock [--system] [--private-tmp] [--read|--hide|--write DIR]... -- CMD)\n",
+            fprintf(stderr, "pl-landlock: unknown option '%s' (usage: pl-landlock [--system] [--private-tmp] [--write-tmpdir] [--read|--hide|--write DIR]... -- CMD)\n",
                     argv[i]);
             return 2;
         }

@@ -111,7 +111,7 @@ int main(int argc, char **argv) {
               "links: t 2: a data group of 4 (ranks 0, 2, 4, 6) stays in a node, of 8 (0 .. 14) spans two");
 
     /* ---- one iteration on the bytes profile, term by term (fp32: no accumulation term) */
-    plp_model tiny = {2, 16, 4, 32, 8, 64}; /* l 2, h 16, a 4, V 32, s 8, F 64 */
+    plp_model tiny = {2, 16, 4, 32, 8, 64, false}; /* l 2, h 16, a 4, V 32, s 8, F 64 */
     plp_config one = {1, 1, 1, 1, 2, false, false};
     tap_check(plp_check(&tiny, &one, 4, err, sizeof err) == 0, "check: the tiny model at t 1, p 1, d 1, b 2, B 4");
     plp_estimate_config(&bytes, &tiny, &one, 4, &e);

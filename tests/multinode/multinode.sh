@@ -14,9 +14,9 @@
 #   3. Lab 0 at 5 ranks spread 3 + 2 (the topology, the sweep's pairs across hosts) and Lab 6's
 #      training mode across the hosts: the accuracy target met
 #   4. hostile files of the fault suite with a rank on the second host: caught as on one host;
-#      a rank on the second host that asks the launcher to start a program (MPI_Comm_spawn):
-#      it runs under Landlock there (the engine makes pl-landlock Open MPI's launch agent),
-#      against a control with the daemons unconfined
+#      a rank on the second host, and one on this host, that asks the launcher to start a
+#      program (MPI_Comm_spawn): it runs under Landlock (the engine makes pl-landlock Open
+#      MPI's launch and fork agents), against a control with the launcher unconfined
 #   5. failures, each a clear line in the report, no hang, nothing left running:
 #      the engine's address unreachable from the nodes (127.0.0.1), no PL_ENGINE_ADDR (the
 #      Unix socket is on another host), a hostfile naming a host that does not exist, and
@@ -147,45 +147,50 @@ done <"$TMP/faults.log"
 grep -q "^ok - " "$TMP/faults.log" || notok "the fault suite ran across hosts ($(tail -n 3 "$TMP/faults.log" | tr '\n' ' '))"
 no_leftovers "faults"
 
-# 4b. a rank on another node asks the launcher to start a program (MPI_Comm_spawn, which is
-#     PMIx_Spawn underneath: what a player that runs MPI itself can reach in memory). The
-#     spawned shell runs on h2, started by h2's daemon: with the daemon unconfined (the
-#     control: an instructor's OMPI_MCA_orte_launch_agent=orted) it copies a secret of the
-#     tree into the tree; under the engine's default (pl-landlock as the launch agent) it runs
-#     (its mark) but can neither read the secret nor write the tree.
+# 4b. a rank asks the launcher to start a program (MPI_Comm_spawn, which is PMIx_Spawn
+#     underneath: what a player that runs MPI itself can reach in memory), once from the
+#     second host (its daemon starts the shell there) and once from this host (mpirun's own
+#     child, the engine's host in the hostfile). With the launcher unconfined (the control:
+#     an instructor's OMPI_MCA_orte_launch_agent=orted) the shell copies a secret of the tree
+#     into the tree; under the engine's default (pl-landlock as Open MPI's launch and fork
+#     agents) it runs (its mark) but can neither read the secret nor write the tree.
 probe_dir=$PWD/$B/multinode-probe
 rm -rf "$probe_dir" && mkdir -p "$probe_dir/bin" "$probe_dir/secret"
 if ${MPICC:-mpicc} -O1 tests/grader/spawn_probe.c -o "$probe_dir/bin/probe" 2>"$TMP/probe-cc.log"; then
-    printf 'lab probe\ntimeout 6\nwatchdog 6\nrun-timeout 20\nnp 2\ngroup escape 10 escape.*\n' >"$TMP/probe.rubric"
-    printf '10.77.0.11 slots=1\n10.77.0.12 slots=2\n' >"$TMP/probe-hosts"  # rank 0 on h1, rank 1 and the spawn on h2
     echo "the hidden rubric's seed" >"$probe_dir/secret/seed"
+    printf '10.77.0.11 slots=1\n10.77.0.12 slots=2\n' >"$TMP/probe-h2"  # rank 0 on h1, rank 1 and the spawn on h2
+    printf '10.77.0.1 slots=2\n' >"$TMP/probe-here"                     # rank 0 and the spawn here
     mark=/dev/shm/paralab-mn-spawn.$$
-    spawn() { # spawn NAME [VAR=VALUE...]: the probe graded across the hosts
-        local name=$1
-        shift
+    spawn() { # spawn NAME HOSTFILE NP [VAR=VALUE...]: the probe graded with the hosts' launcher
+        local name=$1 hosts=$2 np=$3
+        shift 3
+        printf 'lab probe\ntimeout 6\nwatchdog 6\nrun-timeout 20\nnp %s\ngroup escape 10 escape.*\n' "$np" >"$TMP/probe.rubric"
         rm -f "$mark" "$mark.host" "$probe_dir/secret/leak"
         env "$@" PROBE_SCRIPT="touch $mark; hostname >$mark.host; cat $probe_dir/secret/seed >$probe_dir/secret/leak" \
             OMPI_MCA_mca_base_env_list=PROBE_SCRIPT \
             timeout 120 "$B/tools/pl-grade" --lab probe --rubric "$TMP/probe.rubric" --driver "$probe_dir/bin/probe" \
-            --mpirun "mpirun --hostfile $TMP/probe-hosts" --engine-addr 10.77.0.1 --sandbox auto \
-            >"$TMP/spawn-$name.log" 2>&1
+            --mpirun "mpirun --hostfile $hosts" --engine-addr 10.77.0.1 --sandbox auto >"$TMP/spawn-$name.log" 2>&1
     }
-    spawn control OMPI_MCA_orte_launch_agent=orted
-    if [ -s "$probe_dir/secret/leak" ] && grep -qx h2 "$mark.host" 2>/dev/null; then
-        ok "control: a spawn asked of h2's unconfined daemon runs on h2 and copies a secret of the tree into it"
-    else
-        notok "control: the spawned shell did not run unconfined on h2 (mark $(cat "$mark.host" 2>/dev/null || echo none)); the next check proves nothing ($(grep -m1 'not run' "$TMP/spawn-control.log" | cut -c1-200))"
-    fi
-    spawn confined
-    if ! grep -q 'daemons on the other nodes, and all they start, run under Landlock' "$TMP/spawn-confined.log"; then
-        notok "across hosts the engine runs the other nodes' daemons under Landlock ($(grep -m1 '^note: across' "$TMP/spawn-confined.log" | cut -c1-240))"
-    elif ! grep -qx h2 "$mark.host" 2>/dev/null; then
-        notok "the spawn asked of h2's confined daemon ran (no mark: the next check would prove nothing)"
-    elif [ -e "$probe_dir/secret/leak" ]; then
-        notok "a spawn on h2 under the confined daemon wrote $probe_dir/secret/leak"
-    else
-        ok "across hosts: a spawn asked of h2's daemon runs under Landlock: it can neither read the tree's secret nor write the tree"
-    fi
+    for where in h2 here; do
+        host=$where
+        [ "$where" = here ] && host=$(hostname)
+        spawn "control-$where" "$TMP/probe-$where" $([ "$where" = here ] && echo 1 || echo 2) OMPI_MCA_orte_launch_agent=orted
+        if [ -s "$probe_dir/secret/leak" ] && grep -qx "$host" "$mark.host" 2>/dev/null; then
+            ok "control: a spawn asked of the unconfined launcher runs on $where and copies a secret of the tree into it"
+        else
+            notok "control: the spawned shell did not run unconfined on $where (mark $(cat "$mark.host" 2>/dev/null || echo none)); the next check proves nothing ($(grep -m1 'not run' "$TMP/spawn-control-$where.log" | cut -c1-200))"
+        fi
+        spawn "confined-$where" "$TMP/probe-$where" $([ "$where" = here ] && echo 1 || echo 2)
+        if ! grep -q 'anything a rank asks the launcher to spawn run under Landlock' "$TMP/spawn-confined-$where.log"; then
+            notok "across hosts the engine runs the launcher's daemons and ranks under Landlock ($(grep -m1 '^note: across' "$TMP/spawn-confined-$where.log" | cut -c1-240))"
+        elif ! grep -qx "$host" "$mark.host" 2>/dev/null; then
+            notok "the spawn asked of the confined launcher on $where ran (no mark: the next check would prove nothing)"
+        elif [ -e "$probe_dir/secret/leak" ]; then
+            notok "a spawn on $where under the confined launcher wrote $probe_dir/secret/leak"
+        else
+            ok "across hosts: a spawn asked of the launcher on $where runs under Landlock: it can neither read the tree's secret nor write the tree"
+        fi
+    done
     rm -f "$mark" "$mark.host"
 else
     notok "the spawn probe builds: $(head -n 2 "$TMP/probe-cc.log" | tr '\n' ' ')"
