@@ -50,7 +50,7 @@ int main(int argc, char **argv) {
     char err[300] = "";
 
     /* ---- the paper's FLOPs: 1T row of Table 1 (l 128, h 25600, s 2048, V 51200, B 3072) */
-    plp_model T1 = {128, 25600, 160, 51200, 2048, 0};
+    plp_model T1 = {128, 25600, 160, 51200, 2048, 0, false};
     double s = 2048, l = 128, h = 25600, V = 51200, B = 3072;
     double F96 = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
     tap_check(close_to(plp_paper_flops(&T1, B, true), F96, 1e-12), "flops: 96 B s l h^2 (1 + s/6h + V/16lh) with recomputation");
