@@ -20,7 +20,9 @@ int main(int argc, char **argv)
         char *args[] = {"-c", (char *)script, NULL};
         MPI_Comm child;
         int errs[1];
-        MPI_Comm_spawn("/bin/sh", args, 1, MPI_INFO_NULL, 0, MPI_COMM_SELF, &child, errs);
+        /* one shell for the whole job (collective, rank 0 asks): the launcher puts it on the
+         * first free slot, wherever that is, and no second request can fail the job */
+        MPI_Comm_spawn("/bin/sh", args, 1, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &child, errs);
     }
     MPI_Finalize();
     return 0;
