@@ -122,17 +122,6 @@ static void wipe_command_line(int argc, char **argv)
     environ = copy;
 }
 
-/* Across hosts, Open MPI's mpirun starts a daemon (orted) on every other node through ssh,
- * and that daemon starts the ranks - and whatever a rank asks it to start (PMIx_Spawn, which
- * a player that runs MPI itself can find in memory). The engine makes pl-landlock its launch
- * agent there: each remote daemon, and all it starts, runs under Landlock, able to read only
- * the system's directories, the driver's directory and the lab's data, and to write only a
- * private TMPDIR of its own and /dev/shm - what the engine's Landlock sandbox allows on one
- * host. Set in the environment mpirun inherits (OMPI_MCA_orte_launch_agent); an instructor's
- * own setting of it is kept. Daemons launched in a tree would need ssh's keys, which
- * Landlock hides: the tree is turned off; and each daemon stays attached to its ssh session
- * (no --daemonize), so that pl-landlock removes its TMPDIR when it ends. Returns what was
- * done, for the run's note. */
 /* "PL-LANDLOCK --system TMP-FLAG --read PL-LANDLOCK --read DRIVER-DIR [--read DATA]... --write
  * /dev/shm -- [TAIL]" (a confined daemon starts each rank through the agent itself),
  * or NULL where a word would hold a blank (Open MPI splits these values on blanks). */
@@ -155,9 +144,23 @@ static char *landlock_words(const char *tool, const char *tmp_flag, const char *
     if (tail) strlist_push(&words, tail);
     bool blank = false;
     for (int i = 0; i < words.count; i++) blank |= strpbrk(words.items[i], " \t\n") != NULL;
-    return blank ? NULL : strlist_join(&words, " ");
+    char *joined = blank ? NULL : strlist_join(&words, " ");
+    strlist_free(&words);
+    return joined;
 }
 
+/* Across hosts, Open MPI's mpirun starts a daemon (orted) on every other node through ssh,
+ * and mpirun and the daemons start the ranks - and whatever a rank asks them to start
+ * (PMIx_Spawn, which a player that runs MPI itself can find in memory). The engine makes
+ * pl-landlock the launch agent of the daemons (each with a private TMPDIR of its own) and
+ * the fork agent of every process they or mpirun start (with the TMPDIR they inherit: a
+ * fresh one per run on this host, run_world): able to read only the system's directories,
+ * the driver's directory and the lab's data, and to write only that TMPDIR and /dev/shm -
+ * what the engine's Landlock sandbox allows on one host. Set in the environment mpirun
+ * inherits; an instructor's own setting of either agent is kept. Daemons launched in a
+ * tree would need ssh's keys, which Landlock hides: the tree is turned off; and each daemon
+ * stays attached to its ssh session (no --daemonize), so that pl-landlock removes its TMPDIR
+ * when it ends. Returns what was done, for the run's note. */
 static char *confine_node_daemons(const options *opt, const strlist *mpirun, bool *own_tmpdir)
 {
     *own_tmpdir = false;
@@ -455,8 +458,6 @@ int main(int argc, char **argv)
     }
     bool drop_root = geteuid() == 0;
     sandbox sb = {.drop_root = drop_root};
-    strlist cfg_mpirun_words = {0};
-    strlist_split(&cfg_mpirun_words, opt.mpirun);
     bool own_tmpdir = false;  // across hosts, confined: each run gets a TMPDIR of its own
     /* Across hosts the launcher reaches the other nodes with this user's credentials (ssh
      * keys, Slurm's munge socket), which a sandbox on this host would hide; each referee
@@ -465,7 +466,10 @@ int main(int argc, char **argv)
         die_usage("--sandbox on confines the whole run on this host; with --engine-addr (PL_ENGINE_ADDR) the ranks "
                   "run on other hosts: use --sandbox auto or off (every player stays under its referee's filter)");
     if (opt.engine_addr && !strcmp(opt.sandbox, "auto")) {
-        char *why = confine_node_daemons(&opt, &cfg_mpirun_words, &own_tmpdir);
+        strlist launcher = {0};
+        strlist_split(&launcher, opt.mpirun);
+        char *why = confine_node_daemons(&opt, &launcher, &own_tmpdir);
+        strlist_free(&launcher);
         console_note(&con, "note: across hosts (--engine-addr %s): no sandbox around the launcher on this host; every "
                      "player is confined by its referee's filter on its own host; %s", opt.engine_addr, why);
         free(why);
