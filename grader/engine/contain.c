@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "landlock.h"  // defines: LL_SYSTEM_DIRS
 
 #define KILL_PASSES_MAX 500      // each pass kills what it finds; forks in between are found next
 #define GRACE_LOOKS 20           // 10 ms apart: what exits by itself within 0.2 s is not killed
@@ -269,8 +270,7 @@ static const char *const SANDBOX_BASE[] = {
  * configuration (Open MPI's included), and the hardware description hwloc reads. Nothing of
  * the home directories or of the kit's tree: the driver's directory and the lab's data are
  * bound one by one (sandbox_init). */
-const char *const sandbox_system_dirs[] = {"/usr", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/bin",
-                                             "/sbin", "/opt", "/sys", NULL};
+const char *const sandbox_system_dirs[] = LL_SYSTEM_DIRS;
 /* A GPU's device files, where they exist (the sandbox's /dev is a minimal one). */
 static const char *const SANDBOX_GPU[] = {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
                                           "/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia2", "/dev/nvidia3",

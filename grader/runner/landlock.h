@@ -37,6 +37,10 @@
 #define LL_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0)
 #define LL_SCOPE_SIGNAL (1ULL << 1)
 
+/* The system's directories every program needs (read and execute): what the engine's
+ * sandboxes give a run (grader/engine/contain.c) and pl-landlock's --system. */
+#define LL_SYSTEM_DIRS {"/usr", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/opt", "/sys", NULL}
+
 struct ll_ruleset_attr {
     uint64_t handled_access_fs;
     uint64_t handled_access_net;

@@ -11,10 +11,10 @@
  * beneath every --write DIR (even inside a hidden one) except the hidden directories below
  * it, and read and write the device files; nothing else. --system adds the system's
  * directories (read and execute) and /proc (read). --private-tmp makes a directory of its
- * own under $TMPDIR (or /tmp, where $TMPDIR is no directory here), writable and COMMAND's TMPDIR, runs COMMAND as a child and
- * removes that directory when it ends (signals to pl-landlock go to COMMAND). --write-tmpdir
- * makes the $TMPDIR it inherits writable (none, or not an absolute directory: nothing).
- * With Landlock
+ * own under $TMPDIR (or /tmp, where $TMPDIR is no directory here), writable and COMMAND's
+ * TMPDIR, runs COMMAND as a child and removes that directory when it ends (signals to
+ * pl-landlock go to COMMAND). --write-tmpdir makes the $TMPDIR it inherits writable (none,
+ * or not an absolute directory: nothing). With Landlock
  * ABI 6 it cannot signal a process outside. Exit 125 with one line when Landlock cannot be
  * set up, else COMMAND's status. */
 #include <errno.h>
@@ -35,9 +35,7 @@ static void die(const char *msg)
     exit(125);
 }
 
-/* What every program needs to run (the engine's sandbox binds the same, grader/engine). */
-static const char *const SYSTEM_DIRS[] = {"/usr", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/opt",
-                                          "/sys", NULL};
+static const char *const SYSTEM_DIRS[] = LL_SYSTEM_DIRS;
 
 static pid_t g_child;
 static void forward(int sig)
