@@ -28,6 +28,8 @@
 #define EXIT_FATAL 3
 #define CPU_MARGIN_S 60.0        // RLIMIT_CPU = run-timeout + this
 #define EXIT_AFTER_END_S 15.0    // after the end record, the run must exit within this (or timeout)
+#define LAUNCH_S 60.0            // the first record of a run is due within this (or the rubric's timeout)
+#define LAUNCH_RETRIES 1         // a restart that ends before its first case is tried this many times more
 #define FILE_SIZE_MAX (1024.0 * 1024 * 1024)
 #define OPEN_FILES_MAX 8192.0
 #define PROCS_BASE 256           // RLIMIT_NPROC above the user's processes: this + per rank
@@ -79,6 +81,7 @@ typedef struct {
     strlist hang_groups;
     int *hangs;         // hangs in a row, per hang_groups entry
     double budget;      // run-timeout seconds left
+    int launch_retries; // restarts tried again after they ended before their first case
     int done, passed;   // for the one line a hidden run prints
 } world;
 
@@ -188,8 +191,18 @@ typedef struct {
     int *expected_index;  // its cases' indices in the first plan
     bool plan_taken;
     double due;           // the next valid record is due by then
+    bool heard;           // a valid record came: the launch is over, the rubric's timeout counts
     int results;
 } run_state;
+
+/* The first record of a run (its plan) is due within this: the launcher starting every rank,
+ * the referees' handshake and the driver's start, none of them a case. A machine whose disk
+ * or memory is busy slows them in ways its run queue does not show, so the rubric's timeout
+ * (seconds without a result, which a short rubric keeps to a few) starts at the first record. */
+static double launch_limit(const rubric *rub)
+{
+    return rub->timeout_s > LAUNCH_S ? rub->timeout_s : LAUNCH_S;
+}
 
 /* The index in the first plan of this run's case i. */
 static int first_index(const run_state *s, int i)
@@ -208,6 +221,7 @@ static bool on_line(void *ctx, const char *line, size_t len)
     double limit = w->cfg->rub->timeout_s;
     if (ev == PROTO_END && limit > EXIT_AFTER_END_S) limit = EXIT_AFTER_END_S;
     s->due = quiet_seconds() + limit;
+    s->heard = true;
     if (s->proto.stage >= PROTO_CASES) s->plan_taken = true;
     if (ev == PROTO_RESULT) {
         classify(w, first_index(s, s->proto.result_index), s->proto.result_cls, s->proto.result_detail,
@@ -241,7 +255,7 @@ static void rest_of_plan(run_state *s, const world *w, const char *start_after)
 
 /* Why did the run stop without its end record? Markers win over exit codes because mpirun
  * does not always pass the rank's exit code or signal on unchanged. */
-static classification classify_end(const child_run *ch, const world *w, bool running, char **detail)
+static classification classify_end(const child_run *ch, const world *w, bool running, bool heard, char **detail)
 {
     const rubric *rub = w->cfg->rub;
     if (ch->deadlock_lines.count) {
@@ -257,10 +271,12 @@ static classification classify_end(const child_run *ch, const world *w, bool run
         return CL_CRASH;
     }
     if (ch->timed_out) {
-        *detail = running ? xasprintf("no result within %g s of its begin (rubric timeout); the run was killed",
+        *detail = running  ? xasprintf("no result within %g s of its begin (rubric timeout); the run was killed",
+                                       rub->timeout_s)
+                  : heard ? xasprintf("the driver sent no record for %g s (rubric timeout); the run was killed",
                                       rub->timeout_s)
-                          : xasprintf("the driver sent no record for %g s (rubric timeout); the run was killed",
-                                      rub->timeout_s);
+                          : xasprintf("the run sent no record within %g s of its launch; the run was killed",
+                                      launch_limit(rub));
         return CL_TIMEOUT;
     }
     if (ch->hit_cap) {
@@ -509,7 +525,7 @@ static char *after_run(world *w, run_state *s, const child_run *ch, const char *
         if (ch->timed_out || ch->hit_cap || ch->term_signal || (ch->exit_code != 0 && ch->exit_code != 1)) {
             // the shutdown went wrong: the run's last case is not trusted to be done either
             // (a forger who wrote the end record itself cannot let the driver finish)
-            classification cls = classify_end(ch, w, false, &detail);
+            classification cls = classify_end(ch, w, false, s->heard, &detail);
             detail[strcspn(detail, "\n")] = '\0';
             note(w, "note: %s ended abnormally after its end record: %s", wname, detail);
             if (p->last_result >= 0)
@@ -517,7 +533,7 @@ static char *after_run(world *w, run_state *s, const child_run *ch, const char *
         }
         classify_open(w, NULL, CL_MISSING, "the driver ended without running this case");
     } else {
-        classification cls = classify_end(ch, w, running, &detail);
+        classification cls = classify_end(ch, w, running, s->heard, &detail);
         if (!w->have_plan) {
             stand_in(w, start_after, cls, detail);  // the cases it would have run are unknown
             detail = NULL;
@@ -536,6 +552,14 @@ static char *after_run(world *w, run_state *s, const child_run *ch, const char *
             next = xstrdup(w->plan.v[first_index(s, p->last_result)].name);
             detail[strcspn(detail, "\n")] = '\0';
             if (!w->hidden) note(w, "note: %s stopped between cases: %s", wname, detail);
+        } else if (restarts && start_after && w->launch_retries < LAUNCH_RETRIES) {
+            // a restart that never reached a case, where the first run did: the same restart
+            // once more before its failure closes the rest (a machine that stalled the launch
+            // does not decide what the cases score; a driver that fails so every time still does)
+            w->launch_retries++;
+            next = xstrdup(start_after);
+            detail[strcspn(detail, "\n")] = '\0';
+            if (!w->hidden) note(w, "note: %s: the restart ended before its first case (%s); trying it once more", wname, detail);
         } else {
             // no case began and none finished: a restart would do the same again
             char *first = NULL;
@@ -626,7 +650,7 @@ void run_world(const run_config *cfg, int np, const rubric_run *extra, case_list
             lim.nproc = processes_of_user(sb->drop_root ? SANDBOX_UID : getuid()) + PROCS_BASE + PROCS_PER_RANK * np;
         if (sb && !landlock) sandbox_argv(&full, sb, chan.dir, argv.items);
 
-        run_state s = {.w = &w, .chan = &chan, .due = quiet_seconds() + cfg->rub->timeout_s};
+        run_state s = {.w = &w, .chan = &chan, .due = quiet_seconds() + launch_limit(cfg->rub)};
         rest_of_plan(&s, &w, start_after);
         proto_init(&s.proto, chan.key, cfg->rub->lab, np, &s.expected);
         chan.line_max = proto_line_max(&s.proto);

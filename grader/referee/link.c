@@ -16,6 +16,8 @@
 
 #include "referee.h"
 
+#define PLAYER_EXIT_WAIT_MS 15000 /* after its control socket closed, the player must exit within this */
+
 referee_state g_ref = {.engine_fd = -1, .ctl_fd = -1, .region_fd = -1, .arena_fd = -1};
 
 /* One record: the JSON, a tab, its signature (SipHash-2-4 of the record's number and the
@@ -59,7 +61,9 @@ void referee_tampered(const char *fmt, ...) {
 PL_NORETURN void player_gone(void) {
     int st = 0;
     pid_t r = 0;
-    for (int i = 0; i < 200 && r == 0; i++) { /* a dying player's exit follows its EOF */
+    /* A dying player's exit follows its EOF, within moments on a quiet machine; a loaded one
+     * may hold the exit back for seconds, and a player that is slow to die is no tamperer. */
+    for (int i = 0; i < PLAYER_EXIT_WAIT_MS / 10 && r == 0; i++) {
         r = waitpid(g_ref.player, &st, WNOHANG);
         if (r == 0) usleep(10 * 1000);
     }

@@ -56,6 +56,10 @@
  *                FAKE_SANDBOXED=1; elsewhere it refuses and passes)
  *   forkloop     alpha.c1024 forks until fork fails (only inside the sandbox); its
  *                message says how many children it made
+ *   slowstart    the first run sends its plan 3 s after its start (the rubric's timeout is 2)
+ *   restartflake like crash, but the first restart fails before its plan (exit 3; the next
+ *                try of it runs, FAKE_LOG.once remembers)
+ *   restartdead  like crash, but every restart fails before its plan (exit 3)
  *   peek         alpha.c1024's message holds its parent's command line and environment,
  *                and whether HIDDEN reached its own environment; cases pass
  * (Messages, not FAKE_LOG, carry what the sandbox tests look at: /tmp is private there.)
@@ -390,6 +394,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "[rank 0] fake_driver.c:1: pl_init() -> cannot open the device\n");
         return 3;
     }
+    if ((is("restartflake") || is("restartdead")) && start_after && !list) {
+        char once[600];
+        snprintf(once, sizeof once, "%s.once", getenv("FAKE_LOG") ? getenv("FAKE_LOG") : "/tmp/fake");
+        if (is("restartdead") || access(once, F_OK) != 0) {
+            FILE *f = fopen(once, "w");
+            if (f) fclose(f);
+            fprintf(stderr, "[rank 0] fake_driver.c:1: pl_init() -> the device is busy\n");
+            return 3;
+        }
+    }
+    if (is("slowstart") && !start_after && !list) sleep(3);
     if (is("garbage") && !list) {
         char buf[65536];
         int fd = open("/dev/urandom", O_RDONLY);
@@ -486,7 +501,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "Primary job  terminated normally, but 1 process returned\n");
                 fprintf(stderr, "--------------------------------------------------------------------------\n");
                 return 5;
-            } else if (is("crash") || is("crashloop")) {
+            } else if (is("crash") || is("crashloop") || is("restartflake") || is("restartdead")) {
                 fprintf(stderr, "[rank 0] crashed with signal 11 (Segmentation fault)\n");
                 raise(SIGSEGV);
             } else if (is("loop")) {

@@ -124,7 +124,15 @@ expect_row() {  # expect_row STUDENT STATUS SCORE [COLUMN=VALUE...] [~TEXT (some
         *) [ "$(field "$who" "${kv%%=*}")" = "${kv#*=}" ] || bad="$bad ${kv%%=*}=$(field "$who" "${kv%%=*}")" ;;
         esac
     done
-    if [ -z "$bad" ]; then ok "gradebook: $who: $st, $sc $*"; else notok "gradebook: $who: $st, $sc $* (got:$bad)"; fi
+    if [ -z "$bad" ]; then
+        ok "gradebook: $who: $st, $sc $*"
+    else
+        notok "gradebook: $who: $st, $sc $* (got:$bad)"
+        echo "# failures: $(field "$who" failures); reason: $(field "$who" reason); notes: $(field "$who" notes)"
+        # the report: its notes, and the first case of each other outcome, with the line below it (why)
+        awk '/^ *note|^  restarting/ { print; next } /^  [a-z]+ +np[0-9]/ && $1 != "pass" && !seen[$1]++ { print; getline; print }' \
+            "$TMP/out1/students/$(field "$who" folder)/report.txt" 2>/dev/null | tail -n 12 | cut -c1-200 | sed 's/^/# /'
+    fi
 }
 check "gradebook: 18 rows and a header" test "$(wc -l <"$book")" = 19
 check "gradebook: the header has every rubric item, failures, reason, notes, wall_s last" \

@@ -110,6 +110,22 @@ check "crash: cases after it still ran" has_line crash "pass +np2/beta.c1M"
 check "crash: score line" last_line_is crash "score: 15 / 35"
 check "crash: reports are valid" reports_valid crash
 
+# ---- the launch is not a case: a plan later than the rubric's timeout (2 s) still counts
+grade slowstart --np 2
+check "slowstart: a plan 3 s after the launch, with timeout 2: every case graded" last_line_is slowstart "score: 35 / 35"
+check "slowstart: no timeout" sh -c "! grep -q '^ *timeout ' '$tmp/slowstart.log'"
+
+# ---- a restart that fails before its first case is tried once more, and only once
+grade restartflake --np 2
+check "restartflake: the failed restart is noted and tried again" has_line restartflake "the restart ended before its first case.*trying it once more"
+check "restartflake: the cases after the crash still ran" has_line restartflake "pass +np2/beta.c1M"
+check "restartflake: score line as for crash" last_line_is restartflake "score: 15 / 35"
+grade restartdead --np 2
+check "restartdead: tried twice, then the rest is closed with the restart's reason" \
+    has_line restartdead "not run: the restart ended before its first case"
+check "restartdead: one more try, not more" sh -c "[ \$(grep -c 'trying it once more' '$tmp/restartdead.log') = 1 ]"
+check "restartdead: exit 1" rc_is restartdead 1
+
 # ---- a driver that ignores --start-after: its restart announces the wrong plan
 grade crashloop --np 2
 check "crashloop: the restart's plan is refused" has_line crashloop "tampered +np2/alpha.c1M"
