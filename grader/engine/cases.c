@@ -189,9 +189,8 @@ typedef struct {
     channel *chan;
     case_plan expected;   // a restart: the rest of the first plan it must announce
     int *expected_index;  // its cases' indices in the first plan
-    bool plan_taken;
+    bool plan_taken;      // its plan came (the first valid record): the rubric's timeout counts
     double due;           // the next valid record is due by then
-    bool heard;           // a valid record came: the launch is over, the rubric's timeout counts
     int results;
 } run_state;
 
@@ -221,7 +220,6 @@ static bool on_line(void *ctx, const char *line, size_t len)
     double limit = w->cfg->rub->timeout_s;
     if (ev == PROTO_END && limit > EXIT_AFTER_END_S) limit = EXIT_AFTER_END_S;
     s->due = quiet_seconds() + limit;
-    s->heard = true;
     if (s->proto.stage >= PROTO_CASES) s->plan_taken = true;
     if (ev == PROTO_RESULT) {
         classify(w, first_index(s, s->proto.result_index), s->proto.result_cls, s->proto.result_detail,
@@ -255,7 +253,7 @@ static void rest_of_plan(run_state *s, const world *w, const char *start_after)
 
 /* Why did the run stop without its end record? Markers win over exit codes because mpirun
  * does not always pass the rank's exit code or signal on unchanged. */
-static classification classify_end(const child_run *ch, const world *w, bool running, bool heard, char **detail)
+static classification classify_end(const child_run *ch, const world *w, bool running, bool plan_taken, char **detail)
 {
     const rubric *rub = w->cfg->rub;
     if (ch->deadlock_lines.count) {
@@ -273,7 +271,7 @@ static classification classify_end(const child_run *ch, const world *w, bool run
     if (ch->timed_out) {
         *detail = running  ? xasprintf("no result within %g s of its begin (rubric timeout); the run was killed",
                                        rub->timeout_s)
-                  : heard ? xasprintf("the driver sent no record for %g s (rubric timeout); the run was killed",
+                  : plan_taken ? xasprintf("the driver sent no record for %g s (rubric timeout); the run was killed",
                                       rub->timeout_s)
                           : xasprintf("the run sent no record within %g s of its launch; the run was killed",
                                       launch_limit(rub));
@@ -525,7 +523,7 @@ static char *after_run(world *w, run_state *s, const child_run *ch, const char *
         if (ch->timed_out || ch->hit_cap || ch->term_signal || (ch->exit_code != 0 && ch->exit_code != 1)) {
             // the shutdown went wrong: the run's last case is not trusted to be done either
             // (a forger who wrote the end record itself cannot let the driver finish)
-            classification cls = classify_end(ch, w, false, s->heard, &detail);
+            classification cls = classify_end(ch, w, false, s->plan_taken, &detail);
             detail[strcspn(detail, "\n")] = '\0';
             note(w, "note: %s ended abnormally after its end record: %s", wname, detail);
             if (p->last_result >= 0)
@@ -533,7 +531,7 @@ static char *after_run(world *w, run_state *s, const child_run *ch, const char *
         }
         classify_open(w, NULL, CL_MISSING, "the driver ended without running this case");
     } else {
-        classification cls = classify_end(ch, w, running, s->heard, &detail);
+        classification cls = classify_end(ch, w, running, s->plan_taken, &detail);
         if (!w->have_plan) {
             stand_in(w, start_after, cls, detail);  // the cases it would have run are unknown
             detail = NULL;

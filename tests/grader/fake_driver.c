@@ -396,7 +396,8 @@ int main(int argc, char **argv)
     }
     if ((is("restartflake") || is("restartdead")) && start_after && !list) {
         char once[600];
-        snprintf(once, sizeof once, "%s.once", getenv("FAKE_LOG") ? getenv("FAKE_LOG") : "/tmp/fake");
+        const char *log = getenv("FAKE_LOG");
+        snprintf(once, sizeof once, "%s.once", log ? log : "/tmp/fake");
         if (is("restartdead") || access(once, F_OK) != 0) {
             FILE *f = fopen(once, "w");
             if (f) fclose(f);
