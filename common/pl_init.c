@@ -217,6 +217,25 @@ static void report_guards(void) {
     if (n) pl_log("memory check: %zu allocation(s) written outside their bounds:\n%s", n, report);
 }
 
+/* Ranks on several hosts, with Open MPI: two of its defaults do not hold there.
+ * - MPI_Win_allocate (pl_sym_malloc) gets the osc rdma component even where the hosts are
+ *   joined by TCP alone, and the window then fails (MPI_ERR_WIN); UCX's, next in line,
+ *   cannot start inside a player's filter (it wants pipes, /sys and new sockets). The pt2pt
+ *   component (active messages over the MPI connections already open) works on any network:
+ *   windows use it, and sm where every rank shares the node.
+ * - TCP connections are opened at a pair's first message; a graded player's filter allows
+ *   no new socket once it plays, so every connection is opened in MPI_Init
+ *   (mpi_preconnect_mpi).
+ * What the user set is kept; one host keeps Open MPI's own choices. */
+static void set_mca_across_hosts(void) {
+    const char *size = getenv("OMPI_COMM_WORLD_SIZE"), *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    const char *nodes = getenv("SLURM_STEP_NUM_NODES");
+    bool span = (size && local && atoi(local) < atoi(size)) || (nodes && atoi(nodes) > 1);
+    if (!span) return;
+    setenv("OMPI_MCA_osc", "sm,pt2pt", 0);
+    setenv("OMPI_MCA_mpi_preconnect_mpi", "1", 0);
+}
+
 /* Rank, world and the node's ranks from MPI (or from the transport, which has no MPI). */
 static void place_rank(int *argc, char ***argv) {
     if (g_transport) {
@@ -227,7 +246,10 @@ static void place_rank(int *argc, char ***argv) {
     }
     int inited = 0;
     PL_MPI_CHECK(MPI_Initialized(&inited));
-    if (!inited) PL_MPI_CHECK(MPI_Init(argc, argv));
+    if (!inited) {
+        set_mca_across_hosts();
+        PL_MPI_CHECK(MPI_Init(argc, argv));
+    }
     PL_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_info.rank));
     PL_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &g_info.world));
     MPI_Comm local;

@@ -140,6 +140,8 @@ void lab9_play(drv_case *c) {
         break;
     }
     case K_AR: {
+        /* across hosts there are no peer pointers: the referee fails these cases, saying why */
+        if (pl_info()->nodes > 1) break;
         size_t N = (size_t)p.count;
         float *in = drv_slot_f(c, p.in_place ? "buf" : "in"), *out = p.in_place ? in : drv_slot_f(c, "out");
         s->ar = moe_ar_create(N, s->cfg.comm);

@@ -265,7 +265,7 @@ void lab9_verify(drv_case *c, int run) {
 
 void lab9_perf(drv_case *c) {
     lab9_case *k = c->state;
-    if (k->p.kind != K_AR || k->p.variant != AR_TIMED) return;
+    if (k->p.kind != K_AR || k->p.variant != AR_TIMED || !drv_one_host()) return;
     static const int both[2] = {0, 1};
     pl_timing tm[2];
     drv_time_players(c, both, 2, 1, 15, tm);

@@ -247,6 +247,12 @@ static void check_a2a(drv_case *c, const l9_params *p, const l9_inputs *in, cons
 /* The order the handout fixes: ((in_0 + in_1) + in_2) + ..., in float. */
 static void check_ar(drv_case *c, const l9_params *p, const l9_outputs *o, const uint64_t *seeds, uint64_t pub) {
     int n = p->n;
+    if (!drv_one_host()) {
+        drv_fail(c, "the ranks are on more than one host: the one-shot and two-shot all-reduces read their peers' "
+                    "buffers through pl_sym_peer_ptr, which is NULL across hosts (as nvshmem_ptr is); grade these "
+                    "groups with every rank on one node");
+        return;
+    }
     size_t N = (size_t)p->calls * (size_t)p->count;
     float *want = alloc0(N, sizeof(float));
     for (int r = 0; r < n; r++) {

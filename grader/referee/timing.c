@@ -123,6 +123,8 @@ const char *drv_oversubscribed(void) {
     return text;
 }
 
+bool drv_one_host(void) { return referee_local_world() >= g_ref.world; }
+
 pl_timing drv_time_player(drv_case *c, int which, int warmup, int iters) {
     pl_timing tm;
     drv_time_players(c, &which, 1, warmup, iters, &tm);

@@ -492,6 +492,9 @@ int drv_batch_run(const drv_case *c, int run, int k);
 /* "; oversubscribed: N ranks on C cores of this host" where this host's ranks outnumber the
  * cores the referee may run on, "" otherwise: for the note of a timed figure. */
 const char *drv_oversubscribed(void);
+/* Whether every rank of the run is on this host, as the launcher says (true when it says
+ * nothing): cases that need one node (loads through peer pointers) say so where not. */
+bool drv_one_host(void);
 
 #endif /* DRV_REFEREE */
 

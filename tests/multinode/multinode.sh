@@ -64,7 +64,7 @@ no_leftovers() {
     local tag=$1 left
     sleep 1
     left=
-    for p in $(ip netns pids plh1 2>/dev/null) $(ip netns pids plh2 2>/dev/null) $(pgrep -f "$B/cpu/.*lab0[16]" 2>/dev/null); do
+    for p in $(ip netns pids plh1 2>/dev/null) $(ip netns pids plh2 2>/dev/null) $(pgrep -f "$B/cpu/.*lab0[169]" 2>/dev/null); do
         [ "$(ps -o comm= -p "$p" 2>/dev/null)" = slurmd ] || left="$left $p"  # the nodes' own daemon stays
     done
     left=$(echo $left)
@@ -133,6 +133,18 @@ if grade "train" 600 "$TMP/train.log" lab-6 SOLUTION=1 RUN=train NP=4 MPIRUN="$M
         notok "Lab 6's training mode across 2 hosts ($(tail -n 2 "$TMP/train.log" | head -n 1))"
 fi
 no_leftovers "train"
+
+# Lab 9 across the hosts: the players' own MPI, its windows over TCP (osc pt2pt, connections
+# opened in MPI_Init before the play filter); the all-reduces that load from peers' buffers
+# fail with the reason, the rest scores in full (100 - 9 - 10)
+if grade "lab 9" 600 "$TMP/lab9.log" lab-9 SOLUTION=1 NP=4 MPIRUN="$MPIRUN_HOSTS" PL_ENGINE_ADDR=10.77.0.1; then
+    grep -qx 'score: 81 / 100' "$TMP/lab9.log" && ok "Lab 9's solution across 2 hosts: every group but the two all-reduces (81 / 100)" ||
+        notok "Lab 9's solution across 2 hosts: 81 / 100 ($(grep -E '^ +(error|wrong|tampered|crash) ' "$TMP/lab9.log" | head -n 2 | cut -c1-160 | tr '\n' ' '))"
+    n=$(grep -c 'the ranks are on more than one host: the one-shot and two-shot' "$B/reports/lab-9.txt")
+    [ "$n" = 16 ] && ok "Lab 9 across hosts: each of the 16 all-reduce cases says it needs one node" ||
+        notok "Lab 9 across hosts: each of the 16 all-reduce cases says it needs one node ($n say so)"
+fi
+no_leftovers "lab 9"
 
 # 4. hostile players with a rank on the second host (np 3: ranks 0,1 on h1, 2 on h2)
 FAULTS_LIST=${MULTINODE_FAULTS:-"forge_every_fd forge_transport forge_pending_pass libc_gadget read_solutions broadcast_deadlock"}
