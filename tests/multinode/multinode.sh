@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # multinode.sh - graded runs across hosts (make test-multinode; needs root). Not named
-# test_*.sh: make test (tests/run.sh) runs those, and this one takes about 13 minutes.
+# test_*.sh: make test (tests/run.sh) runs those, and this one takes about 14 minutes.
 #
 # Two hosts are simulated on this machine (scripts/sim-hosts.sh): network namespaces h1
 # (10.77.0.11) and h2 (10.77.0.12) on a bridge, each with its own host name and its own /tmp,
@@ -11,8 +11,10 @@
 #   1. Lab 1's solution at 4 ranks, 2 per host: full marks, and the report says which ranks
 #      ran on which host
 #   2. Lab 1's starter across the hosts: its usual score (0), no hang
-#   3. Lab 0 at 5 ranks spread 3 + 2 (the topology, the sweep's pairs across hosts) and Lab 6's
-#      training mode across the hosts: the accuracy target met
+#   3. Lab 0 at 5 ranks spread 3 + 2 (the topology, the sweep's pairs across hosts), Lab 6's
+#      training mode across the hosts (the accuracy target met), and Lab 9's solution, whose
+#      players run their own MPI and windows: 81 / 100, the two all-reduce groups (peer
+#      pointers, one node only) failed with that reason
 #   4. hostile files of the fault suite with a rank on the second host: caught as on one host;
 #      a rank on the second host, and one on this host, that asks the launcher to start a
 #      program (MPI_Comm_spawn): it runs under Landlock (the engine makes pl-landlock Open
