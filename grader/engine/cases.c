@@ -318,6 +318,7 @@ static void build_argv(strlist *argv, const run_config *cfg, int np, const rubri
         strlist_push(argv, "-np");
         strlist_push(argv, np_text);
     }
+    strlist_push_all(argv, &cfg->rank_wrapper);
     strlist_push(argv, cfg->driver);
     if (cfg->filter) {
         strlist_push(argv, "--filter");

@@ -465,6 +465,7 @@ typedef struct {
     const char *work_dir;  // where each run's channel directory goes
     const char *engine_addr;  // runs across hosts: where the engine listens (PL_ENGINE_ADDR), or NULL
     bool own_tmpdir;       // each run gets a fresh TMPDIR under work_dir, removed after it
+    strlist rank_wrapper;  // words the launcher starts instead of the driver, the driver after them
     char **envp;           // the runs' environment (the engine's, cleaned)
     child_limits limits;
     const sandbox *sandbox;  // NULL: the default mode

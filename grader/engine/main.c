@@ -122,15 +122,18 @@ static void wipe_command_line(int argc, char **argv)
     environ = copy;
 }
 
-/* "PL-LANDLOCK --system TMP-FLAG --read PL-LANDLOCK --read DRIVER-DIR [--read DATA]... --write
- * /dev/shm -- [TAIL]" (a confined daemon starts each rank through the agent itself),
+/* "PL-LANDLOCK --system TMP-FLAG [FLAG] --read PL-LANDLOCK --read DRIVER-DIR [--read DATA]...
+ * --write /dev/shm -- [TAIL]" (a confined daemon starts each rank through the agent itself),
  * or NULL where a word would hold a blank (Open MPI splits these values on blanks). */
-static char *landlock_words(const char *tool, const char *tmp_flag, const char *driver_dir, const strlist *data,
-                            const char *tail)
+static char *landlock_words(const char *tool, const char *tmp_flag, const char *flag, const char *driver_dir,
+                            const strlist *data, const char *tail)
 {
     strlist words = {0};
     const char *head[] = {tool, "--system", tmp_flag, "--read", tool, "--read", driver_dir};  // a daemon runs the agent
-    for (size_t i = 0; i < sizeof head / sizeof head[0]; i++) strlist_push(&words, head[i]);
+    for (size_t i = 0; i < sizeof head / sizeof head[0]; i++) {
+        strlist_push(&words, head[i]);
+        if (i == 2 && flag) strlist_push(&words, flag);
+    }
     for (int i = 0; i < data->count; i++) {
         char *d = realpath(data->items[i], NULL);
         if (!d) continue;
@@ -160,16 +163,20 @@ static char *landlock_words(const char *tool, const char *tmp_flag, const char *
  * inherits; an instructor's own setting of either agent is kept. Daemons launched in a
  * tree would need ssh's keys, which Landlock hides: the tree is turned off; and each daemon
  * stays attached to its ssh session (no --daemonize), so that pl-landlock removes its TMPDIR
- * when it ends. Returns what was done, for the run's note. */
-static char *confine_node_daemons(const options *opt, const strlist *mpirun, bool *own_tmpdir)
+ * when it ends. Slurm's srun starts every rank through slurmd, which the kit cannot make
+ * start anything else: there srun starts pl-landlock (a private TMPDIR per rank) with the
+ * driver as its command, `*rank_wrapper` (words, for build_argv). Returns what was done,
+ * for the run's note. */
+static char *confine_node_daemons(const options *opt, const strlist *mpirun, bool *own_tmpdir, strlist *rank_wrapper)
 {
     *own_tmpdir = false;
     const char *cmd = mpirun->count ? strrchr(mpirun->items[0], '/') : NULL;
     cmd = cmd ? cmd + 1 : mpirun->count ? mpirun->items[0] : "";
-    if (strcmp(cmd, "mpirun") && strcmp(cmd, "mpiexec") && strcmp(cmd, "orterun"))
+    bool srun = !strcmp(cmd, "srun");
+    if (!srun && strcmp(cmd, "mpirun") && strcmp(cmd, "mpiexec") && strcmp(cmd, "orterun"))
         return xasprintf("the launcher %s starts the ranks on the other nodes itself (only Open MPI's mpirun "
-                         "gets confined daemons and ranks there)", cmd);
-    if (getenv("OMPI_MCA_orte_launch_agent") || getenv("OMPI_MCA_orte_fork_agent"))
+                         "and Slurm's srun get confined ranks there)", cmd);
+    if (!srun && (getenv("OMPI_MCA_orte_launch_agent") || getenv("OMPI_MCA_orte_fork_agent")))
         return xstrdup("OMPI_MCA_orte_launch_agent or OMPI_MCA_orte_fork_agent is set, so the launcher's daemons "
                        "and ranks run as it says (unset it to run them under Landlock)");
     char self[PATH_MAX], *driver = realpath(opt->driver, NULL);
@@ -181,8 +188,23 @@ static char *confine_node_daemons(const options *opt, const strlist *mpirun, boo
     self[n] = '\0';
     strcpy(strrchr(self, '/') + 1, "pl-landlock");
     *strrchr(driver, '/') = '\0';
-    char *agent = landlock_words(self, "--private-tmp", driver, &opt->data, "orted"),
-         *fork_agent = landlock_words(self, "--write-tmpdir", driver, &opt->data, NULL), *out;
+    if (srun) {
+        char *words = landlock_words(self, "--private-tmp", "--write-slurm-step", driver, &opt->data, NULL), *out;
+        if (!words || access(self, X_OK) != 0) {
+            out = xasprintf("the ranks are not confined (%s is missing, or a path holds a blank)", self);
+        } else {
+            strlist_split(rank_wrapper, words);
+            out = xasprintf("srun starts every rank under Landlock (%s around the driver: the system's files, the "
+                            "driver's directory and the lab's data readable, only a TMPDIR of the rank's own, "
+                            "/dev/shm and Slurm's PMIx directories of the job step writable; a node without "
+                            "Landlock cannot start them); Slurm's own daemons are not confined", self);
+        }
+        free(words);
+        free(driver);
+        return out;
+    }
+    char *agent = landlock_words(self, "--private-tmp", NULL, driver, &opt->data, "orted"),
+         *fork_agent = landlock_words(self, "--write-tmpdir", NULL, driver, &opt->data, NULL), *out;
     if (!agent || !fork_agent || access(self, X_OK) != 0) {
         out = xasprintf("the daemons and ranks are not confined (%s is missing, or a path holds a blank)", self);
     } else {
@@ -459,6 +481,7 @@ int main(int argc, char **argv)
     bool drop_root = geteuid() == 0;
     sandbox sb = {.drop_root = drop_root};
     bool own_tmpdir = false;  // across hosts, confined: each run gets a TMPDIR of its own
+    strlist rank_wrapper = {0};  // across hosts under srun: pl-landlock's words before the driver
     /* Across hosts the launcher reaches the other nodes with this user's credentials (ssh
      * keys, Slurm's munge socket), which a sandbox on this host would hide; each referee
      * still confines its own player, wherever it runs. */
@@ -468,7 +491,7 @@ int main(int argc, char **argv)
     if (opt.engine_addr && !strcmp(opt.sandbox, "auto")) {
         strlist launcher = {0};
         strlist_split(&launcher, opt.mpirun);
-        char *why = confine_node_daemons(&opt, &launcher, &own_tmpdir);
+        char *why = confine_node_daemons(&opt, &launcher, &own_tmpdir, &rank_wrapper);
         strlist_free(&launcher);
         console_note(&con, "note: across hosts (--engine-addr %s): no sandbox around the launcher on this host; every "
                      "player is confined by its referee's filter on its own host; %s", opt.engine_addr, why);
@@ -538,6 +561,7 @@ int main(int argc, char **argv)
         cfg.work_dir = work;
         cfg.engine_addr = opt.engine_addr;
         cfg.own_tmpdir = own_tmpdir;
+        cfg.rank_wrapper = rank_wrapper;
         for (int i = 0; i < n_np && !engine_interrupted; i++) run_world(&cfg, np[i], NULL, &cases);
         for (int i = 0; i < n_extra && !engine_interrupted; i++) run_world(&cfg, extra[i]->np, extra[i], &cases);
         if (sb.scratch) remove_tree(sb.scratch);
@@ -564,6 +588,7 @@ int main(int argc, char **argv)
     case_list_free(&cases);
     free(extra);
     strlist_free(&cfg.mpirun);
+    strlist_free(&rank_wrapper);
     sandbox_free(&sb);
     if (np != rub.np) free(np);
     console_free(&con);

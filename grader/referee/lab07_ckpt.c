@@ -2,7 +2,7 @@
  * files (the play filter): when a checkpoint case pauses, every saver's referee writes its
  * player's file (what the kit saved through the student's zero_pieces, byte for byte) and
  * rank 0's referee the metadata from every saver's records, in a fresh directory under
- * $TMPDIR; for ckpt.errors rank 0 makes the damaged copies (a truncated rank file, a piece
+ * /dev/shm; for ckpt.errors rank 0 makes the damaged copies (a truncated rank file, a piece
  * shifted in the metadata, a missing rank file) and another model's checkpoint. Each
  * loader's referee then stages the directory as it finds it - every file's name, size and
  * bytes - into its player's slots, which the kit's reads serve from. The format
@@ -16,9 +16,10 @@
  *                                           TENSOR, at byte AT of RANK's file
  *   DIR/rank-RRRRR.bin      "PLZ7", rank and piece count (int32 each), then per piece its
  *                           master, m and v (COUNT float32 each)
- * On several nodes TMPDIR must be a shared file system (every referee reads the directory);
- * a graded run across hosts under mpirun gives each node a TMPDIR of its own
- * (docs/setup.md, Several nodes), so there these cases need the launcher unconfined.
+ * /dev/shm is the one directory every rank of a node may write under every confinement (the
+ * sandbox's own, and the Landlock domains of mpirun's agents and of srun's ranks, whose
+ * TMPDIRs are each rank's or each daemon's); it is not shared between nodes, so these cases
+ * need every rank on one node (docs/setup.md, Several nodes).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -49,13 +50,15 @@ static l7_ckdir *make_dir(drv_case *c) {
     l7_ckdir *d = calloc(1, sizeof *d);
     PL_CHECK(d != NULL, "out of host memory");
     if (c->rank == 0) {
-        /* $TMPDIR, or /tmp where it is not there (a sandbox binds its own /tmp only) */
+        /* /dev/shm, or $TMPDIR and then /tmp where it cannot be written */
         const char *tmp = getenv("TMPDIR");
-        snprintf(d->path, sizeof d->path, "%s/paralab-zero.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-        if (!mkdtemp(d->path)) {
-            snprintf(d->path, sizeof d->path, "/tmp/paralab-zero.XXXXXX");
-            if (!mkdtemp(d->path)) pl_fatal(__FILE__, __LINE__, "mkdtemp (the checkpoint's directory)", strerror(errno));
+        const char *bases[] = {"/dev/shm", tmp && *tmp ? tmp : "/tmp", "/tmp"};
+        bool made = false;
+        for (size_t b = 0; b < sizeof bases / sizeof bases[0] && !made; b++) {
+            snprintf(d->path, sizeof d->path, "%s/paralab-zero.XXXXXX", bases[b]);
+            made = mkdtemp(d->path) != NULL;
         }
+        if (!made) pl_fatal(__FILE__, __LINE__, "mkdtemp (the checkpoint's directory)", strerror(errno));
     }
     char *all = malloc(sizeof d->path * (size_t)c->world);
     PL_CHECK(all != NULL, "out of host memory");

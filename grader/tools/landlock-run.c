@@ -3,8 +3,8 @@
  * launcher's daemons on the other nodes of a run across hosts (pl-grade makes it Open MPI's
  * launch agent there).
  *
- *   pl-landlock [--system] [--private-tmp] [--write-tmpdir] [--read DIR]... [--hide DIR]...
- *               [--write DIR]... -- COMMAND [ARGS...]
+ *   pl-landlock [--system] [--private-tmp] [--write-tmpdir] [--write-slurm-step] [--read DIR]...
+ *               [--hide DIR]... [--write DIR]... -- COMMAND [ARGS...]
  *
  * COMMAND and all it starts may read and execute beneath every --read DIR except beneath
  * each --hide DIR (other submissions, reports, the hidden rubric, solutions), read and write
@@ -14,7 +14,10 @@
  * own under $TMPDIR (or /tmp, where $TMPDIR is no directory here), writable and COMMAND's
  * TMPDIR, runs COMMAND as a child and removes that directory when it ends (signals to
  * pl-landlock go to COMMAND). --write-tmpdir makes the $TMPDIR it inherits writable (none,
- * or not an absolute directory: nothing). With Landlock
+ * or not an absolute directory: nothing). --write-slurm-step, for a task srun started, makes
+ * the directories Slurm's PMIx plugin keeps for this job step writable, as an MPI process
+ * needs them: the server's ($PMIX_SERVER_TMPDIR) and the application's (spmix_appdir_UID_JOB.STEP,
+ * or spmix_appdir_JOB.STEP before Slurm 22, in $SLURM_TMPFS or /tmp); those that exist. With Landlock
  * ABI 6 it cannot signal a process outside. Exit 125 with one line when Landlock cannot be
  * set up, else COMMAND's status. */
 #include <errno.h>
@@ -74,12 +77,34 @@ static int run_private(int rs, const char *tmp, char **cmd)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+/* --write-slurm-step: the existing directories of Slurm's PMIx plugin for this job step, into
+ * out (at most SLURM_STEP_DIRS); how many. */
+enum { SLURM_STEP_DIRS = 5 };
+static int slurm_step_dirs(char **out)
+{
+    const char *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID"), *srv = getenv("PMIX_SERVER_TMPDIR");
+    const char *bases[] = {getenv("SLURM_TMPFS"), "/tmp"};
+    char path[4096];
+    int n = 0;
+    struct stat st;
+    if (srv && srv[0] == '/' && (out[n] = realpath(srv, NULL))) n++;
+    for (size_t b = 0; job && step && b < sizeof bases / sizeof bases[0]; b++) {
+        if (!bases[b] || bases[b][0] != '/' || (b == 1 && bases[0] && !strcmp(bases[0], "/tmp"))) continue;
+        for (int form = 0; form < 2; form++) {
+            if (form == 0) snprintf(path, sizeof path, "%s/spmix_appdir_%u_%s.%s", bases[b], (unsigned)getuid(), job, step);
+            else snprintf(path, sizeof path, "%s/spmix_appdir_%s.%s", bases[b], job, step);
+            if (stat(path, &st) == 0 && S_ISDIR(st.st_mode) && (out[n] = realpath(path, NULL))) n++;
+        }
+    }
+    return n;
+}
+
 int main(int argc, char **argv)
 {
     char **read = calloc((size_t)argc, sizeof *read), **hide = calloc((size_t)argc, sizeof *hide),
-         **write = calloc((size_t)argc, sizeof *write);
+         **write = calloc((size_t)argc + SLURM_STEP_DIRS, sizeof *write);
     int n_read = 0, n_hide = 0, n_write = 0, i = 1;
-    bool system_dirs = false;
+    bool system_dirs = false, slurm_step = false;
     char *tmp = NULL;
     if (!read || !hide || !write) die("out of memory");
     for (; i < argc && strcmp(argv[i], "--"); i++) {
@@ -92,6 +117,11 @@ int main(int argc, char **argv)
             char *p = t && t[0] == '/' ? realpath(t, NULL) : NULL;
             if (p && strcmp(p, "/")) write[n_write++] = p;
             else free(p);
+            continue;
+        }
+        if (!strcmp(argv[i], "--write-slurm-step")) {
+            if (!slurm_step) n_write += slurm_step_dirs(write + n_write);
+            slurm_step = true;
             continue;
         }
         if (!strcmp(argv[i], "--private-tmp")) {
@@ -112,7 +142,7 @@ int main(int argc, char **argv)
                                                           : !strcmp(argv[i], "--write") ? &write : NULL;
         int *n = list == &read ? &n_read : list == &hide ? &n_hide : &n_write;
         if (!list) {
-            fprintf(stderr, "pl-landlock: unknown option '%s' (usage: pl-landlock [--system] [--private-tmp] [--write-tmpdir] [--read|--hide|--write DIR]... -- CMD)\n",
+            fprintf(stderr, "pl-landlock: unknown option '%s' (usage: pl-landlock [--system] [--private-tmp] [--write-tmpdir] [--write-slurm-step] [--read|--hide|--write DIR]... -- CMD)\n",
                     argv[i]);
             return 2;
         }

@@ -1,7 +1,9 @@
 /* spawn_probe.c - a hostile "driver" for tests/grader/test_landlock.sh: under mpirun it asks
  * the launcher (MPI_Comm_spawn, which is PMIx_Spawn underneath) to start a shell that copies
  * a secret into a directory outside the run, and proves it ran by a mark in /dev/shm. With
- * --list it prints a one-case plan, so that the engine starts the run at all. */
+ * PROBE_SELF=1 rank 0 runs that shell itself instead (what a rank that srun started can do:
+ * tests/multinode/multinode.sh). With --list it prints a one-case plan, so that the engine
+ * starts the run at all. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +18,11 @@ int main(int argc, char **argv)
         }
     const char *script = getenv("PROBE_SCRIPT");
     MPI_Init(&argc, &argv);
-    if (script) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (script && getenv("PROBE_SELF")) {
+        if (rank == 0 && system(script) != 0) fprintf(stderr, "spawn_probe: the shell failed\n");
+    } else if (script) {
         char *args[] = {"-c", (char *)script, NULL};
         MPI_Comm child;
         int errs[1];

@@ -274,6 +274,35 @@ if conf=$(scripts/sim-slurm.sh up "$SLURM_DIR" 2 2>"$TMP/slurm-up.log"); then
             notok "Slurm: Lab 0 at 3 ranks on 2 nodes: full marks ($(grep -A1 'wrong\|error' "$B/reports/lab-0.txt" | head -n 2 | tr '\n' ' '))"
     fi
     no_leftovers "slurm lab 0"
+    # a rank srun starts runs under Landlock (pl-landlock around the driver, Slurm's PMIx
+    # directories of the step writable): rank 0 of the probe runs a shell that copies a secret
+    # of the tree into the tree; the control (--sandbox off: ranks unconfined) shows it would
+    if [ -x "$probe_dir/bin/probe" ]; then
+        printf 'lab probe\ntimeout 6\nwatchdog 6\nrun-timeout 20\nnp 2\ngroup escape 10 escape.*\n' >"$TMP/probe-srun.rubric"
+        smark=/dev/shm/paralab-mn-srun.$$
+        for mode in off auto; do
+            rm -f "$smark" "$smark.host" "$probe_dir/secret/leak"
+            PROBE_SELF=1 PROBE_SCRIPT="touch $smark; hostname >$smark.host; cat $probe_dir/secret/seed >$probe_dir/secret/leak" \
+                timeout 120 salloc -N2 -n2 "$B/tools/pl-grade" --lab probe --rubric "$TMP/probe-srun.rubric" \
+                --driver "$probe_dir/bin/probe" --mpirun "srun --mpi=pmix -n {np}" --engine-addr 10.77.0.1 \
+                --sandbox $mode >"$TMP/srun-probe-$mode.log" 2>&1
+            if [ "$mode" = off ]; then
+                [ -s "$probe_dir/secret/leak" ] && [ -s "$smark.host" ] &&
+                    ok "control: under srun with the ranks unconfined, a rank's shell on $(cat "$smark.host") copies a secret of the tree into it" ||
+                    notok "control: an unconfined rank under srun did not copy the secret (mark $(cat "$smark.host" 2>/dev/null || echo none)); the next check proves nothing"
+            elif ! grep -q 'srun starts every rank under Landlock' "$TMP/srun-probe-$mode.log"; then
+                notok "under srun the engine starts every rank under Landlock ($(grep -m1 '^note: across' "$TMP/srun-probe-$mode.log" | cut -c1-240))"
+            elif [ ! -s "$smark.host" ]; then
+                notok "the confined rank's shell under srun ran (no mark: the next check would prove nothing)"
+            elif [ -e "$probe_dir/secret/leak" ]; then
+                notok "a rank under srun, confined, wrote $probe_dir/secret/leak"
+            else
+                ok "Slurm: a rank srun starts runs under Landlock: its shell on $(cat "$smark.host") can neither read the tree's secret nor write the tree"
+            fi
+        done
+        rm -f "$smark" "$smark.host"
+    fi
+    no_leftovers "slurm probe"
     # a class inside one allocation (docs/setup.md, "Several nodes"): each submission's runs are
     # job steps of it (srun), the gradebook is written here, one submission at a time. As root,
     # pl-class gives every job a user of its own, whose steps Slurm refuses: one line, no job run.
