@@ -277,7 +277,11 @@ if conf=$(scripts/sim-slurm.sh up "$SLURM_DIR" 2 2>"$TMP/slurm-up.log"); then
     # a rank srun starts runs under Landlock (pl-landlock around the driver, Slurm's PMIx
     # directories of the step writable): rank 0 of the probe runs a shell that copies a secret
     # of the tree into the tree; the control (--sandbox off: ranks unconfined) shows it would
-    if [ -x "$probe_dir/bin/probe" ]; then
+    rm -rf "$probe_dir" && mkdir -p "$probe_dir/bin" "$probe_dir/secret"
+    echo "the hidden rubric's seed" >"$probe_dir/secret/seed"
+    if ! ${MPICC:-mpicc} -O1 tests/grader/spawn_probe.c -o "$probe_dir/bin/probe" 2>"$TMP/probe-cc.log"; then
+        notok "the probe builds for the srun check ($(head -n 2 "$TMP/probe-cc.log" | tr '\n' ' '))"
+    else
         printf 'lab probe\ntimeout 6\nwatchdog 6\nrun-timeout 20\nnp 2\ngroup escape 10 escape.*\n' >"$TMP/probe-srun.rubric"
         smark=/dev/shm/paralab-mn-srun.$$
         for mode in off auto; do
@@ -302,6 +306,7 @@ if conf=$(scripts/sim-slurm.sh up "$SLURM_DIR" 2 2>"$TMP/slurm-up.log"); then
         done
         rm -f "$smark" "$smark.host"
     fi
+    rm -rf "$probe_dir"
     no_leftovers "slurm probe"
     # a class inside one allocation (docs/setup.md, "Several nodes"): each submission's runs are
     # job steps of it (srun), the gradebook is written here, one submission at a time. As root,
