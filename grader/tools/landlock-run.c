@@ -17,7 +17,8 @@
  * or not an absolute directory: nothing). --write-slurm-step, for a task srun started, makes
  * the directories Slurm's PMIx plugin keeps for this job step writable, as an MPI process
  * needs them: the server's ($PMIX_SERVER_TMPDIR) and the application's (spmix_appdir_UID_JOB.STEP,
- * or spmix_appdir_JOB.STEP before Slurm 22, in $SLURM_TMPFS or /tmp); those that exist. With Landlock
+ * or spmix_appdir_JOB.STEP as older Slurm names it, in Slurm's TmpFS: /tmp, or $SLURM_TMPFS
+ * where the site exports another one); those that exist. With Landlock
  * ABI 6 it cannot signal a process outside. Exit 125 with one line when Landlock cannot be
  * set up, else COMMAND's status. */
 #include <errno.h>
