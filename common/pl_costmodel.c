@@ -41,6 +41,9 @@ static const profile_key KEYS[] = {
     PK_OPT("put_bw_GBps", 1e9, put_beta, 0),
     PK_OPT("memory_GB", 1e9, mem_capacity, 0),
     PK_OPT("element_bytes", 1, elem_bytes, 1),
+    PK_OPT("sm_count", 1, sm_count, 1),
+    PK_OPT("gemm_tile_m", 1, tile_m, 1),
+    PK_OPT("gemm_tile_n", 1, tile_n, 1),
 };
 #define NKEYS (sizeof KEYS / sizeof KEYS[0])
 
@@ -168,7 +171,8 @@ int plc_profile_write(const plc_profile *p, const char *path) {
     if (p->description[0]) fprintf(f, "description       %s\n", p->description);
     for (size_t k = 0; k < NKEYS; k++) {
         const char *field = (const char *)p + KEYS[k].offset;
-        if (KEYS[k].optional && (KEYS[k].is_int ? *(const int *)field == 4 : *(const double *)field == 0)) continue;
+        int int_default = KEYS[k].offset == offsetof(plc_profile, elem_bytes) ? 4 : 0;
+        if (KEYS[k].optional && (KEYS[k].is_int ? *(const int *)field == int_default : *(const double *)field == 0)) continue;
         if (KEYS[k].is_int) fprintf(f, "%-17s %d\n", KEYS[k].key, *(const int *)field);
         else fprintf(f, "%-17s %.6g\n", KEYS[k].key, *(const double *)field / KEYS[k].to_si);
     }
@@ -179,6 +183,22 @@ int plc_profile_write(const plc_profile *p, const char *path) {
 
 double plc_gemm_time(const plc_profile *p, double flops, double bytes) {
     double t_compute = flops / (p->peak_flops * p->gemm_eff), t_memory = bytes / p->mem_bw;
+    return (t_compute > t_memory ? t_compute : t_memory) + p->launch;
+}
+
+double plc_gemm_shape_time(const plc_profile *p, double count, double m, double n, double k, double elem) {
+    double flops = count * 2 * m * n * k, bytes = count * elem * (m * k + k * n + m * n);
+    if (p->sm_count <= 0 || p->tile_m <= 0 || p->tile_n <= 0) return plc_gemm_time(p, flops, bytes);
+    /* each SM computes whole tiles, in waves of sm_count; the library may lay the tile
+     * either way round: the orientation with fewer waves */
+    double best = 0;
+    for (int o = 0; o < 2; o++) {
+        double tm = o ? p->tile_n : p->tile_m, tn = o ? p->tile_m : p->tile_n;
+        double tiles = count * ceil(m / tm) * ceil(n / tn), waves = ceil(tiles / p->sm_count);
+        double work = waves * p->sm_count * 2 * tm * tn * k; /* flops the SMs spend, idle ones too */
+        if (o == 0 || work < best) best = work;
+    }
+    double t_compute = best / (p->peak_flops * p->gemm_eff), t_memory = bytes / p->mem_bw;
     return (t_compute > t_memory ? t_compute : t_memory) + p->launch;
 }
 

@@ -103,8 +103,7 @@ typedef struct {
 
 /* One GEMM (m x n x k), or `count` of them in one batched call, by the roofline. */
 static double gemm(const plc_profile *p, double count, double m, double n, double k) {
-    double e = elem_of(p);
-    return plc_gemm_time(p, count * 2 * m * n * k, count * e * (m * k + k * n + m * n));
+    return plc_gemm_shape_time(p, count, m, n, k, elem_of(p));
 }
 
 /* A kernel of the kit with its fp32 byte count (docs/cost-model.md, "What a kernel

@@ -38,6 +38,8 @@ typedef struct {
     double mem_capacity;  /* device memory, bytes (memory_GB); 0 = not given          */
     int elem_bytes;       /* bytes per weight/activation element at the precision of
                              peak_flops (element_bytes): 4 (fp32/TF32, the labs'), 2 (bf16) */
+    int sm_count;         /* streaming multiprocessors (sm_count); 0 = no tiling      */
+    int tile_m, tile_n;   /* output tile one SM computes (gemm_tile_m, gemm_tile_n)   */
 } plc_profile;
 
 /* Load a profile: a path (contains '/' or ends in .profile), or a name looked up as
@@ -51,6 +53,10 @@ int plc_profile_write(const plc_profile *p, const char *path);
 /* -- the formulas (docs/cost-model.md) ------------------------------------------------- */
 /* GEMM: max(flops / (peak * eff), bytes / mem_bw) + launch. */
 double plc_gemm_time(const plc_profile *p, double flops, double bytes);
+/* `count` GEMMs of an m x n output over k, E-byte operands, where the shape is known: as
+ * plc_gemm_time, with the compute term quantised to whole waves of output tiles when the
+ * profile gives sm_count and a tile (docs/cost-model.md, "Formulas"). */
+double plc_gemm_shape_time(const plc_profile *p, double count, double m, double n, double k, double elem);
 /* Kernel (elementwise, reduction, copy): max(flops / vector, bytes / mem_bw) + launch. */
 double plc_kernel_time(const plc_profile *p, double flops, double bytes);
 /* Point-to-point message of S bytes: alpha + S / beta (intra- or inter-node link). */

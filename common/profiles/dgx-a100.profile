@@ -21,3 +21,7 @@ inter_latency_us  8         # per step through the NIC and the switch, as 2x8-ib
 inter_bw_GBps     22.5      # 200 Gb/s = 25 GB/s line rate per GPU, 90% reached (the 2x8-ib rule)
 memory_GB         80
 element_bytes     2         # bf16 weights and activations; gradients and optimizer state in fp32
+sm_count          108       # A100 SXM (datasheet). A GEMM's output is cut into tiles, one per SM at a
+gemm_tile_m       256       # time, in whole waves of 108 (NVIDIA's Matrix Multiplication Background
+gemm_tile_n       128       # guide: tile and wave quantisation; 256x128 is cuBLAS's most efficient
+                            # tensor-core tile there): the planner prices each GEMM in whole waves

@@ -2,7 +2,9 @@
  * Run under mpirun; the live-trace checks need 2 ranks, the rest run on any number. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../harness/tap.h" // defines: tap_check, tap_finish
 #include "pl_costmodel.h"   // defines: the cost model under test
@@ -50,6 +52,36 @@ int main(int argc, char **argv) {
     /* GEMM roofline: 1e9 flops at 0.5 TFLOP/s = 2 ms (> 1e6 B / 100 GB/s = 10 us), + 2 us. */
     tap_check(close_to(plc_gemm_time(&p, 1e9, 1e6), 2e-3 + 2e-6), "gemm: compute-bound = flops/(peak*eff) + launch");
     tap_check(close_to(plc_gemm_time(&p, 1e3, 1e8), 1e-3 + 2e-6), "gemm: memory-bound = bytes/mem_bw + launch");
+    /* Wave quantisation: 4 SMs, 128 x 64 tiles. A 256 x 128 output is 4 tiles, one wave: the
+     * plain roofline. 257 x 128: 3 x 2 = 6 tiles one way (2 waves), 5 x 1 = 5 the other way
+     * round (64 x 128: 2 waves too): 2 waves of 4 SMs x 2*128*64*k flops. k = 4096, fp32. */
+    {
+        plc_profile w = p;
+        tap_check(plc_profile_parse(&w, "name w\ngpus_per_node 1\nnodes 1\npeak_tflops 1\ngemm_efficiency 0.5\n"
+                                        "vector_tflops 0.1\nmem_bw_GBps 100\nlaunch_us 2\nintra_latency_us 1\nintra_bw_GBps 10\n"
+                                        "inter_latency_us 5\ninter_bw_GBps 1\nsm_count 4\ngemm_tile_m 128\ngemm_tile_n 64\n",
+                                    err, sizeof err) == 0 && w.sm_count == 4 && w.tile_m == 128 && w.tile_n == 64,
+                  "profile: sm_count and the GEMM tile parse");
+        double k = 4096, one = 2.0 * 128 * 64 * k / 0.5e12;
+        tap_check(close_to(plc_gemm_shape_time(&w, 1, 256, 128, k, 4), 4 * one + 2e-6),
+                  "gemm by shape: a whole wave of tiles = the roofline");
+        tap_check(close_to(plc_gemm_shape_time(&w, 1, 257, 128, k, 4), 8 * one + 2e-6),
+                  "gemm by shape: one row more costs a second wave (either orientation)");
+        tap_check(close_to(plc_gemm_shape_time(&w, 1, 64, 512, k, 4), 4 * one + 2e-6),
+                  "gemm by shape: the tile laid the other way round when that needs fewer waves (64 x 512: 4 tiles)");
+        tap_check(close_to(plc_gemm_shape_time(&w, 3, 128, 64, k, 4), 4 * one + 2e-6),
+                  "gemm by shape: a batched call's tiles share the waves (3 tiles: one wave)");
+        tap_check(close_to(plc_gemm_shape_time(&p, 1, 257, 128, k, 4), plc_gemm_time(&p, 2 * 257 * 128 * k, 4 * (257 * k + k * 128 + 257 * 128))),
+                  "gemm by shape: without sm_count it is the plain roofline");
+        char path[] = "/tmp/pl-prof-XXXXXX";
+        int fd = mkstemp(path);
+        plc_profile back;
+        tap_check(fd >= 0 && plc_profile_write(&w, path) == 0 && plc_profile_load(&back, path, err, sizeof err) == 0 &&
+                      back.sm_count == 4 && back.tile_n == 64 && plc_profile_write(&p, path) == 0 &&
+                      plc_profile_load(&back, path, err, sizeof err) == 0 && back.sm_count == 0,
+                  "profile: written and read back with and without sm_count");
+        if (fd >= 0) close(fd), unlink(path);
+    }
     /* Kernels: 1e9 flops at 0.1 TFLOP/s = 10 ms (> 1e6 B / 100 GB/s), + 2 us; 1e3 flops on 1e8 B = 1 ms. */
     tap_check(close_to(plc_kernel_time(&p, 1e9, 1e6), 1e-2 + 2e-6), "kernel: compute-bound = flops/vector + launch");
     tap_check(close_to(plc_kernel_time(&p, 1e3, 1e8), 1e-3 + 2e-6), "kernel: memory-bound = bytes/mem_bw + launch");

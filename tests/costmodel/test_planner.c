@@ -101,6 +101,18 @@ int main(int argc, char **argv) {
     tap_check(close_to(e.mem, want_mem, 1e-12) && e.fits,
               "memory: 1T, first stage: 18 bytes/param + 64 in-flight x 2 layer inputs + one layer's activations (fits 80 GB)");
     tap_check(e.m == 512, "estimate: m = B / (d b) = 3072 / 6 = 512 micro-batches");
+    /* dgx-a100 prices GEMMs in whole waves of 256 x 128 tiles on 108 SMs: 1T's QKV GEMM (2048
+     * rows, 3h/t = 9600 columns, k = h) is 8 x 75 = 600 tiles (or 16 x 38 = 608), 6 waves */
+    double wave = 108 * 2.0 * 256 * 128 * h / (312e12 * 0.86);
+    tap_check(a100.sm_count == 108 && close_to(plc_gemm_shape_time(&a100, 1, 2048, 9600, h, 2), 6 * wave + 4e-6, 1e-12),
+              "gemm: 1T's QKV GEMM on dgx-a100 takes 6 whole waves of 108 tiles (5.6 waves of work)");
+    plc_profile flat = a100;
+    flat.sm_count = 0;
+    plp_estimate ef;
+    plp_estimate_config(&flat, &T1, &k8, 3072, &ef);
+    tap_check(e.term[PLP_GEMM] > ef.term[PLP_GEMM] && e.term[PLP_GEMM] < 1.2 * ef.term[PLP_GEMM] &&
+                  e.term[PLP_KERNEL] == ef.term[PLP_KERNEL] && e.term[PLP_TENSOR] == ef.term[PLP_TENSOR],
+              "gemm: wave quantisation adds to the GEMM term only (1T: within 20% of the plain roofline)");
 
     /* ---- links: which nodes a group spans (8 GPUs per node) */
     plp_config g1 = {8, 2, 2, 1, 1, false, false}, g2 = {2, 1, 4, 1, 1, false, false}, g3 = {2, 1, 8, 1, 1, false, false};
