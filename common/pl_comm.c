@@ -242,7 +242,7 @@ static void begin_coll(pl_op_kind kind, int root, uint64_t bytes, pl_comm *c, pl
 }
 
 static void end_coll(pl_stream *s, uint64_t issued_before) {
-    if (s->issued == issued_before) pl_trace_close(pl_comm_current_event, pl_trace_clock());
+    if (s->issued == issued_before) pl_trace_close_now(pl_comm_current_event);
     pl_comm_current_event = (size_t)-1;
 }
 

@@ -43,7 +43,7 @@ typedef struct {
 static pending_list g_group;      /* posted inside the open group                      */
 static pending_list g_stream_q[2]; /* async collectives per stream (cpu device only)   */
 
-static int on_cuda(void) { return pl_info()->device == PL_DEVICE_CUDA; }
+static int on_cuda(void) { return pl_device_in_use() == PL_DEVICE_CUDA; }
 /* Collectives on s stay in flight (cpu device: the comm stream; every stream when the
  * streams are deferred, pl_device.c), completed by drain or test. */
 static int is_async(const pl_stream *s) { return !on_cuda() && s->async; }
@@ -73,7 +73,7 @@ static void finish(pending *p) {
     free(p->stage);
     free(p->scratch);
     p->stage = p->scratch = NULL;
-    if (p->trace_event != (size_t)-1) pl_trace_close(p->trace_event, pl_trace_clock());
+    if (p->trace_event != (size_t)-1) pl_trace_close_now(p->trace_event);
 }
 
 /* An MPI error out of a test: explained on one line, the job aborted. */

@@ -164,7 +164,7 @@ static void choose_comm(pl_comm_kind want, const char *src) {
     }
 }
 
-/* The watchdog's progress board: two words per rank of this node in memory they share, so
+/* The watchdog's progress board: a cache line per rank of this node in memory they share, so
  * a waiting rank sees whether any of them still advances (pl_trace.c). Without shared
  * memory the watchdog goes by this rank's own progress. */
 static MPI_Win g_board_win = MPI_WIN_NULL;
@@ -173,7 +173,7 @@ static void share_progress_board(MPI_Comm local) {
     MPI_Comm_set_errhandler(local, MPI_ERRORS_RETURN);
     int me = g_info.local_rank, n = g_info.local_world;
     uint64_t *mine = NULL;
-    MPI_Aint size = me == 0 ? 2 * (MPI_Aint)n * (MPI_Aint)sizeof(uint64_t) : 0;
+    MPI_Aint size = me == 0 ? PL_BOARD_WORDS * (MPI_Aint)n * (MPI_Aint)sizeof(uint64_t) : 0;
     if (MPI_Win_allocate_shared(size, sizeof(uint64_t), MPI_INFO_NULL, local, &mine, &g_board_win) != MPI_SUCCESS) {
         g_board_win = MPI_WIN_NULL;
         return;
@@ -185,7 +185,7 @@ static void share_progress_board(MPI_Comm local) {
         MPI_Win_free(&g_board_win);
         return;
     }
-    if (me == 0) memset(board, 0, 2 * (size_t)n * sizeof *board);
+    if (me == 0) memset(board, 0, PL_BOARD_WORDS * (size_t)n * sizeof *board);
     PL_MPI_CHECK(MPI_Barrier(local));
     pl_watchdog_set_board(board, n, me);
 }

@@ -19,6 +19,9 @@ const pl_device_backend *pl_dev;
 const pl_comm_backend *pl_cb;
 
 pl_runtime_info *pl_info_mutable(void) { return &g_info; }
+/* The device kind alone, without pl_info()'s copy of the whole description: the
+ * communication backends ask it on every call. */
+pl_device_kind pl_device_in_use(void) { return g_info.device; }
 /* A copy: a lab that casts the const away changes only the copy, never what the harness
  * (or its checks) decide by. */
 const pl_runtime_info *pl_info(void) {

@@ -62,6 +62,7 @@ void pl_init(int *argc, char ***argv);
 void pl_finalize(void);
 
 const pl_runtime_info *pl_info(void);
+pl_device_kind pl_device_in_use(void); /* pl_info()->device, without the copy */
 int pl_rank(void);
 int pl_world(void);
 const char *pl_device_name(pl_device_kind k);

@@ -119,6 +119,12 @@ void pl_trace_close(size_t pos, double t_end) {
     if (e && e->t_end < 0) e->t_end = t_end;
 }
 
+void pl_trace_close_now(size_t pos) {
+    pl_trace_event *e = record_at(pos);
+    pl_progress_tick();
+    if (e && e->t_end < 0) e->t_end = pl_trace_clock(); /* the clock only for a record still open */
+}
+
 void pl_trace_retime(size_t pos, double t_start, double t_end) {
     pl_trace_event *e = record_at(pos);
     if (!e) return;
@@ -217,7 +223,7 @@ void pl_watchdog_quiet(int quiet) {
 
 #define PL_WD_HOST_LIMITS 4
 
-/* Progress: two words per rank of the node, in memory they share (pl_init sets it up; the
+/* Progress: two words per rank of the node (a cache line apart), in memory they share (pl_init sets it up; the
  * rank's own words when it could not). Word 0, written by the main thread: bit 0 in a long
  * call, the rest counts ticks. Word 1, written by the watchdog thread: periods the rank
  * spent computing while not waiting. */
@@ -297,7 +303,7 @@ void pl_watchdog_set_board(volatile uint64_t *slots, int nranks, int mine) {
 
 static void publish(int word, uint64_t value) {
     volatile uint64_t *b = atomic_load_explicit(&g_board, memory_order_relaxed);
-    __atomic_store_n(&b[2 * atomic_load_explicit(&g_board_me, memory_order_relaxed) + word], value,
+    __atomic_store_n(&b[PL_BOARD_WORDS * atomic_load_explicit(&g_board_me, memory_order_relaxed) + word], value,
                      __ATOMIC_RELAXED);
 }
 void pl_progress_tick(void) {
@@ -334,10 +340,10 @@ static void watch_board(void) {
     int n = atomic_load(&g_board_n);
     if (b == g_own_words) n = 1;
     for (int i = 0; i < n; i++) {
-        uint64_t w = __atomic_load_n(&b[2 * i], __ATOMIC_RELAXED);
+        uint64_t w = __atomic_load_n(&b[PL_BOARD_WORDS * i], __ATOMIC_RELAXED);
         sum[0] += w >> 1;
         busy |= (int)(w & 1);
-        sum[1] += __atomic_load_n(&b[2 * i + 1], __ATOMIC_RELAXED);
+        sum[1] += __atomic_load_n(&b[PL_BOARD_WORDS * i + 1], __ATOMIC_RELAXED);
     }
     atomic_store(&g_board_reading, 0);
     double now = wd_now();
@@ -350,8 +356,10 @@ static void watch_board(void) {
 
 void pl_watchdog_arm(const char *op, int peer) {
     if (atomic_load_explicit(&g_wd_quiet, memory_order_relaxed)) return;
+    /* when the wait began is read by the first look at it (the thread's next tick, or a
+     * poll of the waiting rank): no clock on the path of every call */
     if (!atomic_load_explicit(&g_wd_armed, memory_order_relaxed))
-        atomic_store_explicit(&g_wd_since, wd_now(), memory_order_relaxed);
+        atomic_store_explicit(&g_wd_since, -1.0, memory_order_relaxed);
     atomic_store_explicit(&g_wd_op, op, memory_order_relaxed);
     atomic_store_explicit(&g_wd_peer, peer, memory_order_relaxed);
     atomic_store_explicit(&g_wd_armed, 1, memory_order_release);
@@ -365,6 +373,10 @@ static int past_limit(double slack, const char **op, int *peer, double *waited, 
     double limit = pl_info()->watchdog_sec;
     if (limit <= 0 || !atomic_load_explicit(&g_wd_armed, memory_order_acquire)) return 0;
     double now = wd_now(), since = atomic_load_explicit(&g_wd_since, memory_order_relaxed);
+    if (since < 0) { /* armed since this moment, as far as anyone can tell */
+        atomic_compare_exchange_strong(&g_wd_since, &since, now);
+        return 0;
+    }
     double moved = atomic_load(&g_last_progress), host = atomic_load(&g_last_host);
     if (now - since < limit + slack || now - moved < limit + slack) return 0;
     if (now - host < limit + slack && now - moved < PL_WD_HOST_LIMITS * limit + slack) return 0;

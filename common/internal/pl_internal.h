@@ -36,10 +36,14 @@ void pl_trace_start_clock(void);
  * deferred work runs (t_end < 0: still open). Positions cleared away are ignored. */
 size_t pl_trace_record_open(const pl_trace_event *e);
 void pl_trace_close(size_t pos, double t_end);
+/* pl_trace_close at the trace clock's now, read only when the record is still open. */
+void pl_trace_close_now(size_t pos);
 void pl_trace_retime(size_t pos, double t_start, double t_end);
 /* The watchdog's evidence that this rank advances (pl_progress_tick, pl_instrument.h), on
- * a board of 2 * nranks words that pl_init shares between the ranks of a node; `busy`
- * marks a long call (a GEMM, a kernel) in progress. */
+ * a board of PL_BOARD_WORDS words per rank that pl_init shares between the ranks of a
+ * node (two used; a cache line each, so that one rank's ticks do not evict its
+ * neighbour's line); `busy` marks a long call (a GEMM, a kernel) in progress. */
+#define PL_BOARD_WORDS 8
 void pl_progress_busy(int busy);
 void pl_watchdog_set_board(volatile uint64_t *slots, int nranks, int mine);
 void pl_trace_set_region_hooks(void (*begin)(const char *name), void (*end)(void));

@@ -180,7 +180,7 @@ static void finish(pending *p) {
                 h[i] = pl_bf16_from_float(pl_bf16_to_float(h[i]) / (float)p->avg_div);
         }
     }
-    if (p->trace_event != (size_t)-1) pl_trace_close(p->trace_event, pl_trace_clock());
+    if (p->trace_event != (size_t)-1) pl_trace_close_now(p->trace_event);
     g_in_flight--;
 }
 
