@@ -13,6 +13,7 @@
  *    one bad case never hides the others. A restart must announce exactly the rest of the
  *    first plan. Three hangs in a row in one driver group give up that group only
  *    (--skip-group); run-timeout is one budget for the world size over all its restarts. */
+#include <dirent.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -350,10 +351,12 @@ static void build_argv(strlist *argv, const run_config *cfg, int np, const rubri
 }
 
 /* The run's environment: the engine's, plus this run's channel and secret (its key never:
- * the referees get it over the channel, channel.c). Open MPI copies the environment of
- * mpirun only to the ranks on its own host; mca_base_env_list names what it forwards to
+ * the referees get it over the channel, channel.c) and its tag, which names what a referee
+ * leaves in /dev/shm (Lab 7's checkpoint directory) so that the engine can remove it after
+ * the run, whatever became of the referee (shm_leftovers). Open MPI copies the environment
+ * of mpirun only to the ranks on its own host; mca_base_env_list names what it forwards to
  * the others (srun forwards everything). */
-static void build_env(strlist *env, const run_config *cfg, const channel *ch)
+static void build_env(strlist *env, const run_config *cfg, const channel *ch, const char *tag)
 {
     const char *list = NULL;
     for (char **e = cfg->envp; e && *e; e++) {
@@ -363,8 +366,11 @@ static void build_env(strlist *env, const run_config *cfg, const channel *ch)
     }
     char *where = ch->endpoint ? xasprintf("PL_ENGINE_TCP=%s", ch->endpoint) : xasprintf("PL_RESULTS_SOCK=%s", ch->path);
     char *secret = xasprintf("PL_ENGINE_SECRET=%s", ch->secret);
-    char *fwd = xasprintf("OMPI_MCA_mca_base_env_list=%s%s%s;PL_ENGINE_SECRET", list && *list ? list : "",
+    char *fwd = xasprintf("OMPI_MCA_mca_base_env_list=%s%s%s;PL_ENGINE_SECRET;PL_RUN_TAG", list && *list ? list : "",
                           list && *list ? ";" : "", ch->endpoint ? "PL_ENGINE_TCP" : "PL_RESULTS_SOCK");
+    char *run_tag = xasprintf("PL_RUN_TAG=%s", tag);
+    strlist_push(env, run_tag);
+    free(run_tag);
     strlist_push(env, where);
     strlist_push(env, secret);
     strlist_push(env, fwd);
@@ -372,6 +378,23 @@ static void build_env(strlist *env, const run_config *cfg, const channel *ch)
     free(where);
     free(secret);
     free(fwd);
+}
+
+/* What this run's referees left in /dev/shm under its tag (a referee killed before it
+ * could remove its checkpoint directory); this host's only. */
+static void shm_leftovers(const char *tag)
+{
+    DIR *d = opendir("/dev/shm");
+    if (!d) return;
+    char *prefix = xasprintf("paralab-zero.%s.", tag);
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0) continue;
+        char *path = xasprintf("/dev/shm/%s", e->d_name);
+        remove_tree(path);
+        free(path);
+    }
+    free(prefix);
+    closedir(d);
 }
 
 /* The plan comes from the engine: the driver's referee lists the cases of world size np
@@ -621,7 +644,9 @@ void run_world(const run_config *cfg, int np, const rubric_run *extra, case_list
                      cfg->engine_addr);
         strlist argv = {0}, env = {0}, full = {0};
         build_argv(&argv, cfg, np, extra, &w.skipped, start_after);
-        build_env(&env, cfg, &chan);
+        char tag[48];
+        snprintf(tag, sizeof tag, "%lx-%x", (unsigned long)getpid(), (unsigned)serial);
+        build_env(&env, cfg, &chan, tag);
         if (landlock) {  // the one directory the run may write besides its channel
             char *tmp = xasprintf("TMPDIR=%s", sb->scratch);
             strlist_push(&env, tmp);
@@ -663,6 +688,7 @@ void run_world(const run_config *cfg, int np, const rubric_run *extra, case_list
         if (killed) note(&w, "note: %s: killed %d leftover process(es) after the run", wname, killed);
         if (own_tmp) remove_tree(own_tmp);
         free(own_tmp);
+        shm_leftovers(tag);
         if (landlock) {  // what the run left in its TMPDIR goes with it
             remove_tree(sb->scratch);
             mkdir(sb->scratch, 0700);

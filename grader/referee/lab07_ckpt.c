@@ -51,11 +51,14 @@ static l7_ckdir *make_dir(drv_case *c) {
     PL_CHECK(d != NULL, "out of host memory");
     if (c->rank == 0) {
         /* /dev/shm, or $TMPDIR and then /tmp where it cannot be written */
-        const char *tmp = getenv("TMPDIR");
+        const char *tmp = getenv("TMPDIR"), *tag = getenv("PL_RUN_TAG");
         const char *bases[] = {"/dev/shm", tmp && *tmp ? tmp : "/tmp", "/tmp"};
+        /* the run's tag in the name, so that the engine removes the directory after the run
+         * even when this referee is killed first (its own, /dev/shm only) */
+        bool tagged = tag && *tag && strlen(tag) < 40 && strspn(tag, "0123456789abcdef-") == strlen(tag);
         bool made = false;
         for (size_t b = 0; b < sizeof bases / sizeof bases[0] && !made; b++) {
-            snprintf(d->path, sizeof d->path, "%s/paralab-zero.XXXXXX", bases[b]);
+            snprintf(d->path, sizeof d->path, "%s/paralab-zero.%s%sXXXXXX", bases[b], tagged ? tag : "", tagged ? "." : "");
             made = mkdtemp(d->path) != NULL;
         }
         if (!made) pl_fatal(__FILE__, __LINE__, "mkdtemp (the checkpoint's directory)", strerror(errno));

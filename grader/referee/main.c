@@ -253,6 +253,7 @@ static char **player_env(void) {
                                 !strncmp(environ[i], "PL_PLACE=", 9)))
             continue;
         if (!strncmp(environ[i], "PL_RESULTS_", 11) || !strncmp(environ[i], "PL_SEED=", 8) ||
+            !strncmp(environ[i], "PL_RUN_TAG=", 11) ||
             (g_ref.graded && !strncmp(environ[i], "PL_NO_SECCOMP=", 14)) ||
             !strncmp(environ[i], "OMPI_MCA_btl_vader_single_copy_mechanism=", 41) ||
             !strncmp(environ[i], "OMPI_MCA_shmem=", 15) ||

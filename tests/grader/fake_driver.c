@@ -9,7 +9,8 @@
  *   pass         every case passes
  *   wrong        alpha.c1024 gives a wrong result (index, expected, got)
  *   forbidden    beta.c0 calls a library collective
- *   crash        alpha.c1024 crashes (harness marker, then SIGSEGV)
+ *   crash        alpha.c1024 crashes (harness marker, then SIGSEGV), leaving a directory
+ *                /dev/shm/paralab-zero.$PL_RUN_TAG.fake (FAKE_LOG: "shm left: DIR made")
  *   crashloop    like crash, but --start-after is ignored (the restart's plan is wrong)
  *   loop         alpha.c1024 never finishes
  *   junkhang     alpha.c1024 never finishes, and writes junk to stdout/stderr every 0.5 s
@@ -79,6 +80,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <netinet/in.h>
 #include <unistd.h>
@@ -503,6 +505,15 @@ int main(int argc, char **argv)
                 fprintf(stderr, "--------------------------------------------------------------------------\n");
                 return 5;
             } else if (is("crash") || is("crashloop") || is("restartflake") || is("restartdead")) {
+                /* crash: first leave a directory in /dev/shm under the run's tag, as Lab 7's
+                 * checkpoint does, for the engine to remove after the run */
+                const char *tag = getenv("PL_RUN_TAG");
+                if (is("crash") && tag && *tag) {
+                    char dir[256], msg[300];
+                    snprintf(dir, sizeof dir, "/dev/shm/paralab-zero.%s.fake", tag);
+                    snprintf(msg, sizeof msg, "shm left: %s %s", dir, mkdir(dir, 0700) == 0 ? "made" : "not made");
+                    log_line(msg);
+                }
                 fprintf(stderr, "[rank 0] crashed with signal 11 (Segmentation fault)\n");
                 raise(SIGSEGV);
             } else if (is("loop")) {

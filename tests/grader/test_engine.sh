@@ -108,6 +108,12 @@ check "crash: marker line shown" has_line crash "crashed with signal 11"
 check "crash: restarted after the case" has_line crash "restarting np 2 after alpha.c1024"
 check "crash: cases after it still ran" has_line crash "pass +np2/beta.c1M"
 check "crash: score line" last_line_is crash "score: 15 / 35"
+shm_left() {  # the directory the crashed run left under its tag is gone after the run
+    local d
+    d=$(awk '/^shm left: .* made$/ {print $3; exit}' "$tmp/crash.fakelog" 2>/dev/null)
+    [ -n "$d" ] && case "$d" in /dev/shm/paralab-zero.*.fake) ! [ -e "$d" ] ;; *) false ;; esac
+}
+check "crash: what the run left in /dev/shm under its tag is removed after it" shm_left
 check "crash: reports are valid" reports_valid crash
 
 # ---- the launch is not a case: a plan later than the rubric's timeout (2 s) still counts
