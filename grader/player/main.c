@@ -438,7 +438,8 @@ int drv_main(const drv_lab *lab, int argc, char **argv) {
         return rc;
     }
     g_cuda = pl_info()->device == PL_DEVICE_CUDA;
-    wire_ready r = {.rank = pl_rank(), .world = pl_world(), .device = pl_info()->device, .comm = pl_info()->comm};
+    wire_ready r = {.rank = pl_rank(), .world = pl_world(), .device = pl_info()->device, .comm = pl_info()->comm,
+                    .nodes = pl_info()->nodes};
     snprintf(r.device_why, sizeof r.device_why, "%s", pl_info()->device_why);
     snprintf(r.comm_why, sizeof r.comm_why, "%s", pl_info()->comm_why);
     if (!wire_send(WIRE_FD_CTL, REP_READY, 0, &r, sizeof r)) return PL_EXIT_FATAL;

@@ -375,6 +375,7 @@ static void player_ready(void) {
     g_ref.player_cuda = r.device == PL_DEVICE_CUDA;
     g_ref.player_device = r.device;
     g_ref.player_comm = r.comm;
+    g_ref.player_nodes = r.nodes;
     snprintf(g_player_backends, sizeof g_player_backends, "device %s, comm %s", pl_device_name((pl_device_kind)r.device),
              pl_comm_name((pl_comm_kind)r.comm));
 }

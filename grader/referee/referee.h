@@ -40,6 +40,7 @@ typedef struct {
     uint64_t relay_seq;
     bool player_cuda;                   /* the player says it runs the cuda device        */
     int player_device, player_comm;     /* its pl_device_kind, pl_comm_kind (its claim)   */
+    int player_nodes;                   /* hosts its MPI world spans (its claim)           */
     const char *current_case;           /* the case being run, for messages; NULL between */
     bool transport;                     /* the referees move the player's messages        */
 } referee_state;

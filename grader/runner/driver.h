@@ -493,7 +493,8 @@ int drv_batch_run(const drv_case *c, int run, int k);
  * cores the referee may run on, "" otherwise: for the note of a timed figure. */
 const char *drv_oversubscribed(void);
 /* Whether every rank of the run is on this host, as the launcher says (true when it says
- * nothing): cases that need one node (loads through peer pointers) say so where not. */
+ * nothing) and as the player's own MPI found it: cases that need one node (loads through
+ * peer pointers) say so where not. */
 bool drv_one_host(void);
 
 #endif /* DRV_REFEREE */

@@ -131,6 +131,7 @@ typedef struct {
 typedef struct {
     int32_t rank, world;
     int32_t device, comm; /* pl_device_kind, pl_comm_kind */
+    int32_t nodes;        /* hosts its MPI world spans (its own MPI; 1 otherwise) */
     char device_why[160], comm_why[160];
 } wire_ready;
 
