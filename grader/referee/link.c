@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "pl_internal.h" // defines: pl_progress_busy
 #include "referee.h"
 
 #define PLAYER_EXIT_WAIT_MS 15000 /* after its control socket closed, the player must exit within this */
@@ -86,7 +87,7 @@ PL_NORETURN void player_gone(void) {
 /* The referees' transport: while the player computes or waits, its requests are posted and
  * MPI is progressed; with requests in flight the loop spins (yielding the core now and then,
  * as MPI's own waits do), with none it sleeps on the socket. */
-int player_recv(wire_msg *m, void **payload, uint64_t max) {
+static int player_recv_wait(wire_msg *m, void **payload, uint64_t max) {
     if (!transport_on()) return wire_recv(g_ref.ctl_fd, m, payload, max);
     uint64_t cap = max > sizeof(xfer_req) + WIRE_XFER_INLINE_MAX ? max : sizeof(xfer_req) + WIRE_XFER_INLINE_MAX;
     unsigned idle = 0;
@@ -117,6 +118,18 @@ int player_recv(wire_msg *m, void **payload, uint64_t max) {
         if (!transport_progress()) player_gone();
         if (busy && ++idle % 16 == 0) sched_yield();
     }
+}
+
+/* While a referee waits for its own player (starting, computing, or waiting itself), it
+ * shows on the node's progress board as busy: another referee waiting for this one in a
+ * host collective is waiting for a player that is alive, and a slow one (a loaded machine,
+ * a long start) is no deadlock of the referees. A player that is stuck is judged by its own
+ * watchdog, or by the case's time limit. */
+int player_recv(wire_msg *m, void **payload, uint64_t max) {
+    pl_progress_busy(1);
+    int got = player_recv_wait(m, payload, max);
+    pl_progress_busy(0);
+    return got;
 }
 
 void player_command(uint32_t cmd, uint32_t arg) {
