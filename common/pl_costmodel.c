@@ -198,8 +198,7 @@ double plc_gemm_shape_time(const plc_profile *p, double count, double m, double 
         double work = waves * p->sm_count * 2 * tm * tn * k; /* flops the SMs spend, idle ones too */
         if (o == 0 || work < best) best = work;
     }
-    double t_compute = best / (p->peak_flops * p->gemm_eff), t_memory = bytes / p->mem_bw;
-    return (t_compute > t_memory ? t_compute : t_memory) + p->launch;
+    return plc_gemm_time(p, best, bytes); /* the roofline on the flops the waves spend */
 }
 
 double plc_kernel_time(const plc_profile *p, double flops, double bytes) {

@@ -223,10 +223,10 @@ void pl_watchdog_quiet(int quiet) {
 
 #define PL_WD_HOST_LIMITS 4
 
-/* Progress: two words per rank of the node (a cache line apart), in memory they share (pl_init sets it up; the
- * rank's own words when it could not). Word 0, written by the main thread: bit 0 in a long
- * call, the rest counts ticks. Word 1, written by the watchdog thread: periods the rank
- * spent computing while not waiting. */
+/* Progress: two words per rank of the node, a cache line apart, in memory they share
+ * (pl_init sets it up; the rank's own words when it could not). Word 0, written by the
+ * main thread: bit 0 in a long call, the rest counts ticks. Word 1, written by the
+ * watchdog thread: periods the rank spent computing while not waiting. */
 static volatile uint64_t g_own_words[2];
 static volatile uint64_t *_Atomic g_board = g_own_words;
 static _Atomic int g_board_n = 1, g_board_me, g_board_reading;
