@@ -1,4 +1,4 @@
-// expect: crash reduce_scatter.oop.*
+// expect: crash reduce_scatter.oop.c[18]
 // np: 3
 /* Broken on purpose: the reduce-scatter keeps its running sums in a host array it never
  * allocated, so the first write (recvcount > 0) dereferences NULL: SIGSEGV. */
