@@ -10,8 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pl_backend.h" // defines: pl_dev, pl_cb
-#include "pl_runtime.h" // defines: the API implemented here
+#include "pl_backend.h"  // defines: pl_dev, pl_cb
+#include "pl_internal.h" // declares: pl_watchdog_sec (defined here)
+#include "pl_runtime.h"  // defines: the API implemented here
 
 static pl_runtime_info g_info;
 /* The backends in use: pl_init.c chooses them, every layer above this one calls them. */
@@ -22,6 +23,7 @@ pl_runtime_info *pl_info_mutable(void) { return &g_info; }
 /* The device kind alone, without pl_info()'s copy of the whole description: the
  * communication backends ask it on every call. */
 pl_device_kind pl_device_in_use(void) { return g_info.device; }
+double pl_watchdog_sec(void) { return g_info.watchdog_sec; }
 /* A copy: a lab that casts the const away changes only the copy, never what the harness
  * (or its checks) decide by. */
 const pl_runtime_info *pl_info(void) {

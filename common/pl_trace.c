@@ -370,7 +370,7 @@ void pl_watchdog_disarm(void) { atomic_store_explicit(&g_wd_armed, 0, memory_ord
 /* Returns 1 for the one caller that must report: armed past the limit (+ slack), and
  * nothing on the node advanced for as long (nor computed, for up to PL_WD_HOST_LIMITS). */
 static int past_limit(double slack, const char **op, int *peer, double *waited, double *still) {
-    double limit = pl_info()->watchdog_sec;
+    double limit = pl_watchdog_sec();
     if (limit <= 0 || !atomic_load_explicit(&g_wd_armed, memory_order_acquire)) return 0;
     double now = wd_now(), since = atomic_load_explicit(&g_wd_since, memory_order_relaxed);
     if (since < 0) { /* armed since this moment, as far as anyone can tell */

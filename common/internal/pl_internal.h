@@ -39,6 +39,8 @@ void pl_trace_close(size_t pos, double t_end);
 /* pl_trace_close at the trace clock's now, read only when the record is still open. */
 void pl_trace_close_now(size_t pos);
 void pl_trace_retime(size_t pos, double t_start, double t_end);
+/* pl_info()->watchdog_sec, without the copy (the watchdog reads it on every poll). */
+double pl_watchdog_sec(void);
 /* The watchdog's evidence that this rank advances (pl_progress_tick, pl_instrument.h), on
  * a board of PL_BOARD_WORDS words per rank that pl_init shares between the ranks of a
  * node (two used; a cache line each, so that one rank's ticks do not evict its
