@@ -27,7 +27,8 @@
 #      each host, munge): Lab 1's solution and starter graded inside `salloc -N2 -n4`, the
 #      ranks started by `srun --mpi=pmix`, Lab 0 at 3 ranks on the 2 nodes, and a class of
 #      two (the solution, the starter) through `make grade-class` in one allocation, run by a
-#      course account (as root it is refused in one line: Slurm starts steps for the owner only)
+#      course account (as root it is refused in one line: Slurm starts steps for the owner only);
+#      the hostile files of 4 with their ranks started by srun, each under Landlock
 # Prints "ok - ..." / "not ok - ..." and "N passed, M failed"; exit 1 on any failure.
 set -u
 cd "$(dirname "$0")/../.."
@@ -308,6 +309,21 @@ if conf=$(scripts/sim-slurm.sh up "$SLURM_DIR" 2 2>"$TMP/slurm-up.log"); then
     fi
     rm -rf "$probe_dir"
     no_leftovers "slurm probe"
+    # the same hostile files as in 4, their ranks started by srun on both nodes (rank 2 on h2),
+    # each under Landlock as srun starts it (--sandbox auto): caught as with mpirun. One grading
+    # at a time: two would ask the allocation of 3 tasks for 6.
+    timeout 900 salloc -N2 -n3 env MPIRUN="srun --mpi=pmix -n {np}" PL_ENGINE_ADDR=10.77.0.1 FAULTS=all \
+        FAULTS_ONLY="$FAULTS_LIST" FAULTS_NP=3 FAULTS_SANDBOX=auto FAULTS_JOBS=1 B="$B" MAKE="$MAKE" \
+        tests/grader/test_faults.sh >"$TMP/slurm-faults.log" 2>&1
+    while IFS= read -r line; do
+        case $line in
+            "ok - "*) ok "under srun: ${line#ok - }" ;;
+            "not ok - "*) notok "under srun: ${line#not ok - }" ;;
+        esac
+    done <"$TMP/slurm-faults.log"
+    grep -q "^ok - [0-9]* fault(s) graded" "$TMP/slurm-faults.log" ||
+        notok "the fault suite ran under srun ($(tail -n 3 "$TMP/slurm-faults.log" | tr '\n' ' '))"
+    no_leftovers "slurm faults"
     # a class inside one allocation (docs/setup.md, "Several nodes"): each submission's runs are
     # job steps of it (srun), the gradebook is written here, one submission at a time. As root,
     # pl-class gives every job a user of its own, whose steps Slurm refuses: one line, no job run.
