@@ -20,20 +20,30 @@
  * sandbox's own, and the Landlock domains of mpirun's agents and of srun's ranks, whose
  * TMPDIRs are each rank's or each daemon's); it is not shared between nodes, so these cases
  * need every rank on one node (docs/setup.md, Several nodes).
+ * A directory outlives its run only when rank 0's referee dies first. The engine removes
+ * those of its own host after the run (their names carry the run's tag); on any other host
+ * the next run's rank 0 removes them (sweep_stale): each live directory is held by its
+ * maker's lock, which the kernel lets go when that process dies.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lab07_ref.h"
 
 struct l7_ckdir {
     char path[200];
+    int lock; /* rank 0: the directory, open and locked while it lives (-1 elsewhere) */
 };
+
+#define STALE_AGE_S 60 /* a directory this old, that nobody holds, is a dead run's */
 
 #define META_HEAD 128 /* the two header lines */
 #define META_LINE 96  /* a tensor or piece line, at most */
@@ -45,11 +55,48 @@ size_t l7_ckdir_capacity(const l7_model *m, int world) {
 
 static void rank_file(char *out, size_t len, const char *dir, int r) { snprintf(out, len, "%s/rank-%05d.bin", dir, r); }
 
+static void remove_dir(const char *path) {
+    DIR *dir = opendir(path);
+    if (dir) {
+        for (struct dirent *de; (de = readdir(dir));) {
+            if (de->d_name[0] == '.' && (!de->d_name[1] || (de->d_name[1] == '.' && !de->d_name[2]))) continue;
+            char file[512];
+            snprintf(file, sizeof file, "%s/%s", path, de->d_name);
+            unlink(file);
+        }
+        closedir(dir);
+    }
+    rmdir(path);
+}
+
+/* The checkpoint directories under base that a dead run left: this user's, older than
+ * STALE_AGE_S (one just made may not be locked yet), and not locked by a live maker. */
+static void sweep_stale(const char *base) {
+    DIR *dir = opendir(base);
+    if (!dir) return;
+    time_t now = time(NULL);
+    for (struct dirent *de; (de = readdir(dir));) {
+        if (strncmp(de->d_name, "paralab-zero.", 13) != 0) continue;
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", base, de->d_name);
+        int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) continue;
+        struct stat st;
+        bool stale = fstat(fd, &st) == 0 && st.st_uid == geteuid() && now - st.st_mtime > STALE_AGE_S &&
+                     flock(fd, LOCK_EX | LOCK_NB) == 0;
+        if (stale) remove_dir(path);
+        close(fd);
+    }
+    closedir(dir);
+}
+
 /* A fresh directory, made by rank 0's referee, its path on every rank. */
 static l7_ckdir *make_dir(drv_case *c) {
     l7_ckdir *d = calloc(1, sizeof *d);
     PL_CHECK(d != NULL, "out of host memory");
+    d->lock = -1;
     if (c->rank == 0) {
+        sweep_stale("/dev/shm");
         /* /dev/shm, or $TMPDIR and then /tmp where it cannot be written */
         const char *tmp = getenv("TMPDIR"), *tag = getenv("PL_RUN_TAG");
         const char *bases[] = {"/dev/shm", tmp && *tmp ? tmp : "/tmp", "/tmp"};
@@ -62,6 +109,11 @@ static l7_ckdir *make_dir(drv_case *c) {
             made = mkdtemp(d->path) != NULL;
         }
         if (!made) pl_fatal(__FILE__, __LINE__, "mkdtemp (the checkpoint's directory)", strerror(errno));
+        d->lock = open(d->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (d->lock >= 0 && flock(d->lock, LOCK_EX | LOCK_NB) != 0) {
+            close(d->lock);
+            d->lock = -1;
+        }
     }
     char *all = malloc(sizeof d->path * (size_t)c->world);
     PL_CHECK(all != NULL, "out of host memory");
@@ -349,18 +401,7 @@ void l7_ckdir_stage(drv_case *c, const l7_ckdir *d, int k, bool loader) {
 void l7_ckdir_remove(drv_case *c, l7_ckdir *d) {
     if (!d) return;
     (void)drv_max(0); /* every loader's referee has staged it */
-    if (c->rank == 0) {
-        DIR *dir = opendir(d->path);
-        if (dir) {
-            for (struct dirent *de; (de = readdir(dir));) {
-                if (de->d_name[0] == '.' && (!de->d_name[1] || (de->d_name[1] == '.' && !de->d_name[2]))) continue;
-                char path[512];
-                snprintf(path, sizeof path, "%s/%s", d->path, de->d_name);
-                unlink(path);
-            }
-            closedir(dir);
-        }
-        rmdir(d->path);
-    }
+    if (c->rank == 0) remove_dir(d->path);
+    if (d->lock >= 0) close(d->lock);
     free(d);
 }

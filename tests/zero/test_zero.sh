@@ -60,6 +60,22 @@ if $MAKE --no-print-directory -s driver LAB=07-zero SRC=solutions/07-zero FLAVOR
     [ $rc = 2 ] && [ "$(grep -c '^error:' "$TMP/e")" = 1 ] && grep -q "not a multiple of the world size" "$TMP/e" \
         && echo "ok - lab 7: a batch that does not split over the ranks is one 'error:' line and exit 2" \
         || echo "not ok - lab 7: --batch 25 at np 2 (exit $rc)"
+    # a checkpoint directory a dead run left (its referee killed on a host where no engine
+    # runs to remove it) is removed by the next checkpoint case's rank 0; one whose maker
+    # still holds its lock, and one made under a minute ago, are not
+    dead=$(mktemp -d /dev/shm/paralab-zero.test-dead.XXXXXX) young=$(mktemp -d /dev/shm/paralab-zero.test-young.XXXXXX)
+    held=$(mktemp -d /dev/shm/paralab-zero.test-held.XXXXXX)
+    echo x >"$dead/rank-00000.bin"
+    touch -d '5 minutes ago' "$dead" "$held"
+    exec {lockfd}<"$held"  # this shell holds the lock, as a live run's rank 0 would
+    flock -n "$lockfd"
+    timeout 120 $MPIRUN -np 2 $bin --filter 'ckpt.*' -q >"$TMP/o" 2>&1
+    rc=$?
+    [ $rc = 0 ] && [ ! -e "$dead" ] && [ -d "$young" ] && [ -d "$held" ] \
+        && echo "ok - lab 7: a checkpoint case removes a dead run's directory from /dev/shm, not a held or a new one" \
+        || echo "not ok - lab 7: a checkpoint case removes a dead run's directory (exit $rc; dead $([ -e "$dead" ] && echo kept || echo removed), held $([ -d "$held" ] && echo kept || echo removed), new $([ -d "$young" ] && echo kept || echo removed))"
+    exec {lockfd}<&-
+    rm -rf "$dead" "$young" "$held"
 else
     echo "not ok - lab 7's solution driver builds: $(grep -m1 -i error "$TMP/build.log")"
 fi
