@@ -134,7 +134,7 @@ bool case_number(const case_result *c, const char *field, double *out);
 
 typedef enum { METRIC_FIELD, METRIC_QUOTIENT } metric_value;  // fields[0], or fields[0]/fields[1]
 typedef enum { METRIC_WORST, METRIC_MEDIAN } metric_aggregate;
-typedef enum { SAY_TIMES_OPTIMUM, SAY_OF_LIBRARY, SAY_CASES_CLEAN } metric_phrase;
+typedef enum { SAY_TIMES_OPTIMUM, SAY_OF_LIBRARY, SAY_CASES_CLEAN, SAY_RULE_KEPT } metric_phrase;
 
 /* One row of the metric table (metric.c): adding a metric is adding a row. */
 typedef struct {

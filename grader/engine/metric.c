@@ -24,6 +24,10 @@ static const perf_metric METRICS[] = {
     /* 1 where everything the case allocated was freed by its free/teardown calls, 0 where
      * something leaked (the case's `leak` field names it): a leak costs this item only */
     {"freed",   {"freed", NULL},                   METRIC_FIELD,    METRIC_WORST,  SAY_CASES_CLEAN,   false, true,  false},
+    /* 1 where the case kept a rule of the handout that outputs and bytes cannot show (Lab 1:
+     * the chain pipelined), 0 where not (its `rule` field says why); reported only by the
+     * cases where the rule applies: none at the world sizes run is no evidence either way */
+    {"rule",    {"rule_kept", NULL},               METRIC_FIELD,    METRIC_WORST,  SAY_RULE_KEPT,     false, true,  true},
 };
 #define N_METRICS (sizeof METRICS / sizeof METRICS[0])
 

@@ -167,6 +167,35 @@ static void score_clean(item_score *s, const strlist *globs, const case_list *ca
     s->output = out;
 }
 
+/* A rule of the handout (rule): full points when every case it applies to kept it, else 0,
+ * with the cases that did not (their `rule` field) in the item's output. */
+static void score_rule(item_score *s, const strlist *globs, const case_list *cases, const perf_metric *m,
+                       const double *values, int n)
+{
+    int broken = 0;
+    for (int i = 0; i < n; i++) broken += values[i] < 1;
+    if (!broken) {
+        s->score = s->item->points;
+        s->why = xasprintf("kept in every case it applies to (%d case%s)", n, n == 1 ? "" : "s");
+        return;
+    }
+    char *out = xstrdup("");
+    double v;
+    for (int i = 0, shown = 0; i < cases->count && shown < 3; i++) {
+        const case_result *c = &cases->v[i];
+        if (c->hidden || !item_selects(globs, c) || !metric_case_value(m, c, 0, &v) || v >= 1) continue;
+        const cJSON *why = c->json ? cJSON_GetObjectItemCaseSensitive(c->json, "rule") : NULL;
+        const char *what = cJSON_IsString(why) ? why->valuestring : "the rule not kept";
+        if (!shown) s->why = xasprintf("broken in %d of %d case%s, first %s: %s", broken, n, n == 1 ? "" : "s", c->id, what);
+        char *next = xasprintf("%s%s: %s\n", out, c->id, what);
+        free(out);
+        out = next;
+        shown++;
+    }
+    if (!s->why) s->why = xasprintf("broken in %d of %d case%s", broken, n, n == 1 ? "" : "s");
+    s->output = out;
+}
+
 static void score_perf(item_score *s, const rubric *r, const case_list *cases)
 {
     const rubric_item *it = s->item;
@@ -196,6 +225,12 @@ static void score_perf(item_score *s, const rubric *r, const case_list *cases)
         }
     s->players_word = m->players_word && !(m->traffic && n > 0 && referee_counted);
 
+    if (n == 0 && m->phrase == SAY_RULE_KEPT) {  // no case the rule applies to: nothing to judge
+        s->score = it->points;
+        s->why = xstrdup("no case at these world sizes and sizes that the rule applies to");
+        free(values);
+        return;
+    }
     if (n == 0) {
         char *size = size_text(it->min_bytes), *fields = metric_fields_text(m);
         s->why = m->min_bytes && it->min_bytes > 0 ? xasprintf("no cases of at least %s report %s", size, fields)
@@ -207,6 +242,11 @@ static void score_perf(item_score *s, const rubric *r, const case_list *cases)
     }
     if (m->phrase == SAY_CASES_CLEAN) {  // each case 1 or 0: every case must be clean
         score_clean(s, globs, cases, m, values, n);
+        free(values);
+        return;
+    }
+    if (m->phrase == SAY_RULE_KEPT) {  // each case 1 or 0: every case must keep the rule
+        score_rule(s, globs, cases, m, values, n);
         free(values);
         return;
     }

@@ -15,6 +15,7 @@
 
 #define SPOT_CHECKS 4096    /* elements checked after each timed run, over all its sets  */
 #define BATCH_BYTES (64u << 10)  /* a timed run's sets take at most this per buffer   */
+#define PIPELINE_MIN_BYTES (1u << 20) /* a chain this long must be cut in segments      */
 
 typedef struct {
     lab1_shape s;
@@ -153,6 +154,25 @@ static void check_choice(drv_case *c, const lab1_case *st) {
                  st->bytes, LAB1_ALLREDUCE_SMALL_BYTES, 2 * (n - 1), msgs);
 }
 
+/* The broadcast's and the reduce's chain is pipelined (handout section 3): from
+ * PIPELINE_MIN_BYTES on, at 3 ranks or more (with 2 there is one link and nothing to
+ * overlap), the busiest rank sends the buffer in 2 segments or more, whatever their size;
+ * the referees' count where they move the messages. The `rule` item scores it: bytes and
+ * outputs are the same either way. */
+static void check_pipelined(drv_case *c, const lab1_case *st) {
+    const lab1_shape *s = &st->s;
+    if (!s->k->rooted || c->world < 3 || st->bytes < PIPELINE_MIN_BYTES || !c->ran) return;
+    double msgs = drv_max((double)c->m.msgs_sent);
+    if (drv_max(drv_failed(c)) > 0) return; /* a wrong result says more */
+    drv_num(c, "rule_kept", msgs >= 2);
+    if (msgs < 2) {
+        char why[200];
+        snprintf(why, sizeof why, "%zu bytes down a chain of %d ranks in %.0f message per link: not pipelined (cut it in "
+                 "segments, handout section 3)", st->bytes, c->world, msgs);
+        drv_str(c, "rule", why);
+    }
+}
+
 void lab1_check(drv_case *c) {
     lab1_case *st = c->state;
     const lab1_shape *s = &st->s;
@@ -166,6 +186,7 @@ void lab1_check(drv_case *c) {
     free(want);
     if (c->ran) check_other_sets(c, st);
     check_choice(c, st);
+    check_pipelined(c, st);
 }
 
 /* Timed run `run`: fresh inputs from fresh seeds, in each of its c->batch sets. */

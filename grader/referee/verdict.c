@@ -55,6 +55,11 @@ void drv_num(drv_case *c, const char *key, double value) {
     else cJSON_AddNumberToObject(o, key, value);
 }
 
+void drv_str(drv_case *c, const char *key, const char *text) {
+    cJSON_DeleteItemFromObjectCaseSensitive(c->fields, key);
+    cJSON_AddStringToObject(c->fields, key, text);
+}
+
 void case_begin(drv_case *c) {
     c->fields = cJSON_CreateObject();
     PL_CHECK(c->fields != NULL, "out of host memory");

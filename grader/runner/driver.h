@@ -341,6 +341,8 @@ void drv_note(drv_case *c, const char *fmt, ...) __attribute__((format(printf, 2
 bool drv_failed(const drv_case *c); /* this rank's verdict so far */
 /* A numeric field of the result (rank 0's value is reported: reduce first). */
 void drv_num(drv_case *c, const char *key, double value);
+/* A text field of the result (rank 0's is reported), e.g. why a case broke a rule. */
+void drv_str(drv_case *c, const char *key, const char *text);
 
 /* Cross-rank values: every rank's referee must call them in the same order. */
 double drv_sum(double v);

@@ -137,7 +137,7 @@ expect_row() {  # expect_row STUDENT STATUS SCORE [COLUMN=VALUE...] [~TEXT (some
 }
 check "gradebook: 18 rows and a header" test "$(wc -l <"$book")" = 19
 check "gradebook: the header has every rubric item, failures, reason, notes, wall_s last" \
-    grep -qx 'student,folder,status,score,max_score,broadcast,reduce,allgather,reduce_scatter,allreduce_ring,allreduce_rd,allreduce,broadcast.bytes,reduce.bytes,allgather.bytes,reduce_scatter.bytes,allreduce_ring.bytes,allreduce_rd.msgs,freed,failures,reason,notes,wall_s' "$book"
+    grep -qx 'student,folder,status,score,max_score,broadcast,reduce,allgather,reduce_scatter,allreduce_ring,allreduce_rd,allreduce,broadcast.bytes,reduce.bytes,broadcast.pipelined,reduce.pipelined,allgather.bytes,reduce_scatter.bytes,allreduce_ring.bytes,allreduce_rd.msgs,freed,failures,reason,notes,wall_s' "$book"
 expect_row alice@uni.edu graded 93 "~ignored: notes.txt"
 expect_row bob@uni.edu graded 0 broadcast=0 "~wrong:"
 expect_row carol@uni.edu graded 74 allreduce_ring=0 allreduce_ring.bytes=0 allreduce=10 "~wrong:"
@@ -318,7 +318,7 @@ else
     broken_results "a test whose max_score is negative" '.tests[0].max_score = -1'
 fi
 check "run_autograder: the solution scores every item in full but the timed one, the hidden item included" \
-    jqc '[.tests[] | select(.name != "allreduce_ring.speed") | .score == .max_score] | all and length == 15' "$res"
+    jqc '[.tests[] | select(.name != "allreduce_ring.speed") | .score == .max_score] | all and length == 17' "$res"
 check "run_autograder: the hidden item is after_published" \
     jqc '.tests[] | select(.name == "hidden-seed") | .visibility == "after_published"' "$res"
 check "run_autograder: graded in the sandbox" bash -c "! grep -q 'without a sandbox' '$res'"
@@ -346,7 +346,7 @@ if ! PY=$(pyfor yaml); then
 else
     $PY tests/grader/check_workflow.py "$wf" grader/rubrics/01-collectives.rubric >"$TMP/yaml.log" 2>&1
     check "classroom: the workflow is one GitHub Actions accepts, a test per rubric item and the reporter ($(tail -n 1 "$TMP/yaml.log"))" \
-        grep -q '^valid 15 tests 100.0 points' "$TMP/yaml.log"
+        grep -q '^valid 17 tests 100.0 points' "$TMP/yaml.log"
     bad_wf() {  # bad_wf WHAT SED-EXPRESSION EXPECTED-TEXT: a broken copy is refused, naming why
         sed "$2" "$wf" >"$TMP/bad.yml"
         $PY tests/grader/check_workflow.py "$TMP/bad.yml" grader/rubrics/01-collectives.rubric >"$TMP/badwf.log" 2>&1

@@ -6,7 +6,8 @@
 #   - every deliberately broken implementation tests/broken/<lab>/*.c is caught:
 #       // expect: CLASS GLOB     some case matching GLOB is classified CLASS
 #                                 (wrong, forbidden, crash, deadlock, timeout, error)
-#       // expect: full GLOB      a correct alternative: every case GLOB selects passes
+#       // expect: full GLOB      a correct alternative: every case GLOB selects passes, and
+#                                 every item those cases reach keeps its points
 #       // expect: pass GLOB      every case passes, and then
 #       // expect-perf: RULE      the rubric's performance rule RULE scores below its maximum
 #       // np: 3                   graded at these world sizes instead of the lab's broken-np
@@ -262,10 +263,14 @@ print(" ".join(t["name"] for t in json.load(open(sys.argv[1]))["tests"] if "evid
             rc=$(cat "$TMP/$lab-$name.rc") # filtered run's exit is 1: a partial score)
             bad=$(classes "$TMP/$lab-$name/cases.json" | grep -vc " pass$")
             n=$(classes "$TMP/$lab-$name/cases.json" | grep -c " pass$")
-            if [ "$rc" -le 1 ] && [ "$bad" = 0 ] && [ "$n" -gt 0 ]; then
-                ok "$lab/$name: a correct alternative keeps every point ($n cases pass)"
+            # ... and every item its cases reach keeps its points (performance and rules too)
+            short=$(awk '/^summary for lab/ {s = 1; next} /^score:/ {s = 0}
+                         s && /^  [a-z]/ && !/no cases (ran|report)/ {split($2, a, "/"); if (a[1] + 0 < a[2] + 0) printf " %s %s", $1, $2}' \
+                    "$TMP/$lab-$name.log")
+            if [ "$rc" -le 1 ] && [ "$bad" = 0 ] && [ "$n" -gt 0 ] && [ -z "$short" ]; then
+                ok "$lab/$name: a correct alternative keeps every point ($n cases pass, every item they reach full)"
             else
-                notok "$lab/$name: a correct alternative keeps every point (exit $rc, $bad cases not passing: $(tail -n 1 "$TMP/$lab-$name.log"))"
+                notok "$lab/$name: a correct alternative keeps every point (exit $rc, $bad cases not passing, items short:${short:- none}: $(tail -n 1 "$TMP/$lab-$name.log"))"
             fi
             continue
         fi
