@@ -136,47 +136,25 @@ static void score_group(item_score *s, const case_list *cases)
     failure_texts(s, &it->globs, cases);
 }
 
-/* A yes/no metric (freed): full points when every case that reports it is clean, else 0,
- * with the cases that were not (their `leak` field) in the item's output. */
-static void score_clean(item_score *s, const strlist *globs, const case_list *cases, const perf_metric *m,
-                        const double *values, int n)
-{
-    int dirty = 0;
-    for (int i = 0; i < n; i++) dirty += values[i] < 1;
-    if (!dirty) {
-        s->score = s->item->points;
-        s->why = xasprintf("every allocation freed (%d case%s)", n, n == 1 ? "" : "s");
-        return;
-    }
-    char *out = xstrdup("");
-    int shown = 0;
-    double v;
-    for (int i = 0; i < cases->count && shown < 3; i++) {
-        const case_result *c = &cases->v[i];
-        if (c->hidden || !item_selects(globs, c) || !metric_case_value(m, c, 0, &v) || v >= 1) continue;
-        const cJSON *leak = c->json ? cJSON_GetObjectItemCaseSensitive(c->json, "leak") : NULL;
-        const char *what = cJSON_IsString(leak) ? leak->valuestring : "a leak";
-        if (!shown) s->why = xasprintf("memory left allocated in %d of %d case%s, first %s: %s", dirty, n,
-                                       n == 1 ? "" : "s", c->id, what);
-        char *next = xasprintf("%s%s: %s\n", out, c->id, what);
-        free(out);
-        out = next;
-        shown++;
-    }
-    if (!shown) s->why = xasprintf("memory left allocated in %d of %d case%s", dirty, n, n == 1 ? "" : "s");
-    s->output = out;
-}
+/* A yes/no metric: full points when every case that reports it is 1, else 0, with the
+ * cases that were not (the text of their field `field`, or `fallback`) in the item's output.
+ * freed: clean of leaks (field `leak`); rule: a rule of the handout kept (field `rule`). */
+typedef struct {
+    const char *kept;     // why, when every case is 1: "... (N cases)"
+    const char *broken;   // why, when not: "... N of M cases, first ID: TEXT"
+    const char *field;    // the cases' text field that says why
+    const char *fallback; // ... when a case has none
+} yes_no_words;
 
-/* A rule of the handout (rule): full points when every case it applies to kept it, else 0,
- * with the cases that did not (their `rule` field) in the item's output. */
-static void score_rule(item_score *s, const strlist *globs, const case_list *cases, const perf_metric *m,
-                       const double *values, int n)
+static void score_yes_no(item_score *s, const strlist *globs, const case_list *cases, const perf_metric *m,
+                         const double *values, int n, const yes_no_words *w)
 {
-    int broken = 0;
-    for (int i = 0; i < n; i++) broken += values[i] < 1;
-    if (!broken) {
+    int bad = 0;
+    for (int i = 0; i < n; i++) bad += values[i] < 1;
+    const char *plural = n == 1 ? "" : "s";
+    if (!bad) {
         s->score = s->item->points;
-        s->why = xasprintf("kept in every case it applies to (%d case%s)", n, n == 1 ? "" : "s");
+        s->why = xasprintf("%s (%d case%s)", w->kept, n, plural);
         return;
     }
     char *out = xstrdup("");
@@ -184,15 +162,15 @@ static void score_rule(item_score *s, const strlist *globs, const case_list *cas
     for (int i = 0, shown = 0; i < cases->count && shown < 3; i++) {
         const case_result *c = &cases->v[i];
         if (c->hidden || !item_selects(globs, c) || !metric_case_value(m, c, 0, &v) || v >= 1) continue;
-        const cJSON *why = c->json ? cJSON_GetObjectItemCaseSensitive(c->json, "rule") : NULL;
-        const char *what = cJSON_IsString(why) ? why->valuestring : "the rule not kept";
-        if (!shown) s->why = xasprintf("broken in %d of %d case%s, first %s: %s", broken, n, n == 1 ? "" : "s", c->id, what);
+        const cJSON *text = c->json ? cJSON_GetObjectItemCaseSensitive(c->json, w->field) : NULL;
+        const char *what = cJSON_IsString(text) ? text->valuestring : w->fallback;
+        if (!shown) s->why = xasprintf("%s %d of %d case%s, first %s: %s", w->broken, bad, n, plural, c->id, what);
         char *next = xasprintf("%s%s: %s\n", out, c->id, what);
         free(out);
         out = next;
         shown++;
     }
-    if (!s->why) s->why = xasprintf("broken in %d of %d case%s", broken, n, n == 1 ? "" : "s");
+    if (!s->why) s->why = xasprintf("%s %d of %d case%s", w->broken, bad, n, plural);
     s->output = out;
 }
 
@@ -240,13 +218,10 @@ static void score_perf(item_score *s, const rubric *r, const case_list *cases)
         free(values);
         return;
     }
-    if (m->phrase == SAY_CASES_CLEAN) {  // each case 1 or 0: every case must be clean
-        score_clean(s, globs, cases, m, values, n);
-        free(values);
-        return;
-    }
-    if (m->phrase == SAY_RULE_KEPT) {  // each case 1 or 0: every case must keep the rule
-        score_rule(s, globs, cases, m, values, n);
+    if (m->phrase == SAY_CASES_CLEAN || m->phrase == SAY_RULE_KEPT) {  // each case 1 or 0
+        static const yes_no_words clean = {"every allocation freed", "memory left allocated in", "leak", "a leak"};
+        static const yes_no_words rule = {"kept in every case it applies to", "broken in", "rule", "the rule not kept"};
+        score_yes_no(s, globs, cases, m, values, n, m->phrase == SAY_CASES_CLEAN ? &clean : &rule);
         free(values);
         return;
     }
