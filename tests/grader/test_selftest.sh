@@ -301,6 +301,7 @@ print(" ".join(t["name"] for t in json.load(open(sys.argv[1]))["tests"] if "evid
             ok "$lab/$name: caught as $cls ($hit), $score"
         else
             notok "$lab/$name: caught as $cls (seen: $(classes "$TMP/$lab-$name/cases.json" | awk '{print $2}' | sort | uniq -c | tr '\n' ' '))"
+            failures "$TMP/$lab-$name/cases.json"
         fi
         expect_message "$lab" "$name" "$f"
     done
