@@ -171,7 +171,9 @@ static MPI_Win g_board_win = MPI_WIN_NULL;
 
 static void share_progress_board(MPI_Comm local) {
     MPI_Comm_set_errhandler(local, MPI_ERRORS_RETURN);
-    int me = g_info.local_rank, n = g_info.local_world;
+    int me = 0, n = 1;
+    PL_MPI_CHECK(MPI_Comm_rank(local, &me));
+    PL_MPI_CHECK(MPI_Comm_size(local, &n));
     uint64_t *mine = NULL;
     MPI_Aint size = me == 0 ? PL_BOARD_WORDS * (MPI_Aint)n * (MPI_Aint)sizeof(uint64_t) : 0;
     if (MPI_Win_allocate_shared(size, sizeof(uint64_t), MPI_INFO_NULL, local, &mine, &g_board_win) != MPI_SUCCESS) {
@@ -195,6 +197,15 @@ static void free_progress_board(void) {
     pl_watchdog_set_board(NULL, 0, 0);
     MPI_Win_free(&g_board_win);
 }
+
+void pl_share_progress_board(void) {
+    if (g_board_win != MPI_WIN_NULL) return;
+    MPI_Comm local;
+    PL_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local));
+    share_progress_board(local);
+    PL_MPI_CHECK(MPI_Comm_free(&local));
+}
+void pl_free_progress_board(void) { free_progress_board(); }
 
 /* PL_STREAMS=deferred|eager and PL_CHECKED=1: the checks the grader turns on. */
 static void set_checks(void) {

@@ -232,6 +232,7 @@ static volatile uint64_t *_Atomic g_board = g_own_words;
 static _Atomic int g_board_n = 1, g_board_me, g_board_reading;
 static uint64_t g_ticks, g_host_periods;
 static int g_busy;
+static const volatile uint64_t *_Atomic g_watch_words;
 static _Atomic double g_last_progress; /* wd_now() a word 0 last moved (the thread)  */
 static _Atomic double g_last_host;     /* ... and a word 1                          */
 
@@ -314,6 +315,21 @@ void pl_progress_busy(int busy) {
     g_busy += busy ? 1 : -1;
     pl_progress_tick();
 }
+void pl_watchdog_watch_words(const volatile uint64_t *words) { atomic_store(&g_watch_words, words); }
+
+uint64_t pl_progress_node(int *any_busy) {
+    volatile uint64_t *b = atomic_load_explicit(&g_board, memory_order_relaxed);
+    int n = atomic_load_explicit(&g_board_n, memory_order_relaxed), busy = 0;
+    if (b == g_own_words) n = 1;
+    uint64_t sum = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t w = __atomic_load_n(&b[PL_BOARD_WORDS * i], __ATOMIC_RELAXED);
+        sum += w >> 1;
+        busy |= (int)(w & 1);
+    }
+    if (any_busy) *any_busy = busy;
+    return sum;
+}
 
 /* Every tick of the thread: did this rank compute since the last without waiting? (Any
  * real share of a core counts: a loaded machine may give a busy rank only a few percent;
@@ -346,6 +362,11 @@ static void watch_board(void) {
         sum[1] += __atomic_load_n(&b[PL_BOARD_WORDS * i + 1], __ATOMIC_RELAXED);
     }
     atomic_store(&g_board_reading, 0);
+    const volatile uint64_t *w = atomic_load(&g_watch_words);
+    if (w) {
+        sum[0] += __atomic_load_n(&w[0], __ATOMIC_RELAXED);
+        sum[1] += __atomic_load_n(&w[1], __ATOMIC_RELAXED);
+    }
     double now = wd_now();
     if (!seen || busy || sum[0] != last_sum[0]) atomic_store(&g_last_progress, now);
     if (!seen || sum[1] != last_sum[1]) atomic_store(&g_last_host, now);

@@ -48,6 +48,18 @@ double pl_watchdog_sec(void);
 #define PL_BOARD_WORDS 8
 void pl_progress_busy(int busy);
 void pl_watchdog_set_board(volatile uint64_t *slots, int nranks, int mine);
+/* The board among this node's ranks of MPI_COMM_WORLD for a process that keeps no watchdog
+ * of its own but shows its node to one that does (a referee, to its player); pl_init shares
+ * its own. Collective over MPI_COMM_WORLD, after MPI_Init. */
+void pl_share_progress_board(void);
+void pl_free_progress_board(void);
+/* The board now: every rank's ticks summed, and whether any of them marks itself busy. */
+uint64_t pl_progress_node(int *any_busy);
+/* Two words another process writes, whose changes count as progress on this node: [0] as
+ * ticks, [1] as a rank computing (for PL_WD_HOST_LIMITS limits at most). A graded player
+ * reads its referees' board through them (its referee copies it into the arena's head).
+ * NULL: none. They can only keep this process's own watchdog from firing. */
+void pl_watchdog_watch_words(const volatile uint64_t *words);
 void pl_trace_set_region_hooks(void (*begin)(const char *name), void (*end)(void));
 /* Allocations (pl_memcheck.h): a new one (its serial is assigned here), one freed (its
  * entry into *out; false when p was never allocated), and each live one in turn. */

@@ -24,7 +24,7 @@
 
 static unsigned char *g_base;  /* the arena, mapped                                       */
 static uint64_t g_arena_bytes;
-static uint64_t g_arena_used;  /* bytes of the arena handed out since it last started over */
+static uint64_t g_arena_used = WIRE_ARENA_HEAD; /* the arena's bytes handed out since it last started over */
 static uint64_t g_next_id = 1;
 static uint64_t g_in_flight;   /* requests posted and not finished                        */
 
@@ -57,9 +57,12 @@ typedef struct {
 
 static pending_list g_group, g_stream_q[2];
 
+/* The arena's head is the referees' board as the referee copies it: a wait for a message is
+ * a wait for the other players, whose progress this player's watchdog sees only there. */
 void transport_attach(unsigned char *arena, uint64_t bytes) {
     g_base = arena;
     g_arena_bytes = bytes;
+    pl_watchdog_watch_words((const volatile uint64_t *)arena);
 }
 
 static int is_async(const pl_stream *s) { return s->async; }
@@ -137,7 +140,7 @@ static void wait_one(uint64_t id, const char *op, int peer, xfer_done *d, void *
     }
     pl_watchdog_disarm();
     g_in_flight--;
-    if (g_in_flight == 0) g_arena_used = 0;
+    if (g_in_flight == 0) g_arena_used = WIRE_ARENA_HEAD;
 }
 
 /* -- the arena -------------------------------------------------------------------------- */
@@ -203,7 +206,7 @@ static bool sweep(pending_list *l) {
 static void finish_list(pending_list *l) {
     for (size_t i = 0; i < l->n; i++) finish(&l->v[i]);
     l->n = 0;
-    if (g_in_flight == 0) g_arena_used = 0;
+    if (g_in_flight == 0) g_arena_used = WIRE_ARENA_HEAD;
 }
 
 static bool test_list(pending_list *l) {

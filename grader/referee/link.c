@@ -86,18 +86,34 @@ PL_NORETURN void player_gone(void) {
 
 /* The referees' transport: while the player computes or waits, its requests are posted and
  * MPI is progressed; with requests in flight the loop spins (yielding the core now and then,
- * as MPI's own waits do), with none it sleeps on the socket. */
-static int player_recv_wait(wire_msg *m, void **payload, uint64_t max) {
+ * as MPI's own waits do), with none it sleeps on the socket.
+ *
+ * On the node's progress board a referee is busy except while it spins on its player's
+ * messages: then its player waits for the others (or computes beside its own collectives),
+ * and the referee copies the board into the arena's head, where the player's watchdog reads
+ * it. A wait is the student's deadlock only when no referee of the node moved a message and
+ * none has a player doing anything else: not when the others are slow on a loaded machine. */
+static void spinning(bool on) {
+    static bool now;
+    if (on == now) return;
+    now = on;
+    pl_progress_busy(on ? 0 : 1);
+}
+
+int player_recv(wire_msg *m, void **payload, uint64_t max) {
     if (!transport_on()) return wire_recv(g_ref.ctl_fd, m, payload, max);
     uint64_t cap = max > sizeof(xfer_req) + WIRE_XFER_INLINE_MAX ? max : sizeof(xfer_req) + WIRE_XFER_INLINE_MAX;
     unsigned idle = 0;
     for (;;) {
         bool busy = transport_busy();
+        spinning(busy);
+        if (busy && idle % 16 == 0) transport_show_node();
         struct pollfd p = {.fd = g_ref.ctl_fd, .events = POLLIN};
         int r = poll(&p, 1, busy ? 0 : -1); /* MPI's schedules advance only when tested */
         if (r < 0 && errno != EINTR) player_gone();
         if (r > 0) {
             int got = wire_recv(g_ref.ctl_fd, m, payload, cap);
+            if (got != 1 || m->cmd != REP_XFER) spinning(false);
             if (got != 1) return got;
             if (m->cmd != REP_XFER) {
                 if (m->len > max) {
@@ -107,6 +123,7 @@ static int player_recv_wait(wire_msg *m, void **payload, uint64_t max) {
                 }
                 return got;
             }
+            pl_progress_tick();
             int sent = 1;
             const char *why = transport_request(*payload, m->len, &sent);
             free(*payload);
@@ -118,18 +135,6 @@ static int player_recv_wait(wire_msg *m, void **payload, uint64_t max) {
         if (!transport_progress()) player_gone();
         if (busy && ++idle % 16 == 0) sched_yield();
     }
-}
-
-/* While a referee waits for its own player (starting, computing, or waiting itself), it
- * shows on the node's progress board as busy: another referee waiting for this one in a
- * host collective is waiting for a player that is alive, and a slow one (a loaded machine,
- * a long start) is no deadlock of the referees. A player that is stuck is judged by its own
- * watchdog, or by the case's time limit. */
-int player_recv(wire_msg *m, void **payload, uint64_t max) {
-    pl_progress_busy(1);
-    int got = player_recv_wait(m, payload, max);
-    pl_progress_busy(0);
-    return got;
 }
 
 void player_command(uint32_t cmd, uint32_t arg) {

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pl_internal.h" // defines: pl_share_progress_board, pl_progress_node, pl_progress_busy
 #include "referee.h"
 
 #define TAG_P2P 7
@@ -124,6 +125,11 @@ void transport_start(unsigned char *arena, uint64_t arena_bytes, int ctl_fd) {
     add_comm(world);
     MPI_Comm_dup(MPI_COMM_WORLD, &g_relay);
     MPI_Op_create(bf16_sum, 1, &g_bf16_sum);
+    /* the node's referees share a progress board: each ticks on what it moves and shows as
+     * busy unless it spins on its player's messages (player_recv); the player sees the board
+     * through the arena's head (transport_show_node) */
+    pl_share_progress_board();
+    pl_progress_busy(1);
     g_arena = arena;
     g_arena_bytes = arena_bytes;
     g_ctl = ctl_fd;
@@ -133,6 +139,7 @@ void transport_start(unsigned char *arena, uint64_t arena_bytes, int ctl_fd) {
 void transport_stop(void) {
     if (!g_on) return;
     g_on = false;
+    pl_free_progress_board();
     MPI_Finalize();
 }
 
@@ -449,6 +456,16 @@ static int finish_split(pending *p) {
     return reply(p->id, 1, rank, size, id, NULL, 0);
 }
 
+/* The node's board in the arena's head (WIRE_ARENA_HEAD), for the player's watchdog. */
+void transport_show_node(void) {
+    if (!g_arena || g_arena_bytes < WIRE_ARENA_HEAD) return;
+    int busy = 0;
+    uint64_t ticks = pl_progress_node(&busy);
+    volatile uint64_t *head = (volatile uint64_t *)g_arena;
+    __atomic_store_n(&head[0], ticks, __ATOMIC_RELAXED);
+    if (busy) __atomic_store_n(&head[1], __atomic_load_n(&head[1], __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+}
+
 /* Complete what MPI finished and tell the player; 0 when it cannot be told (it is gone). */
 int transport_progress(void) {
     size_t n = g_npend;
@@ -461,6 +478,7 @@ int transport_progress(void) {
     int outcount = 0;
     int rc = MPI_Testsome((int)n, reqs, &outcount, idx, st);
     int ok = 1;
+    if (outcount != MPI_UNDEFINED && outcount > 0) pl_progress_tick();
     if (outcount != MPI_UNDEFINED) {
         for (int j = 0; j < outcount; j++) {
             pending *p = &g_pend[idx[j]];

@@ -70,6 +70,10 @@ typedef struct {
  * player owns the arena's allocation; the referee checks every request against its bounds. */
 #define WIRE_ARENA_MAX ((uint64_t)32 << 30)
 #define WIRE_XFER_INLINE_MAX ((uint64_t)64 << 20) /* host collectives' bytes, in the message */
+/* The arena's first bytes are no operand's: two words where the referee shows its player
+ * the node's referees (pl_watchdog_watch_words): [0] their ticks, [1] a count that moves
+ * while any of their players is not waiting for a message. */
+#define WIRE_ARENA_HEAD 256
 
 enum {
     XFER_SEND = 1, XFER_RECV, XFER_ALLREDUCE, XFER_ALLGATHER, XFER_REDUCE_SCATTER, XFER_BROADCAST,
