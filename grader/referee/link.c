@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "pl_internal.h" // defines: pl_progress_busy
+#include "pl_internal.h" // defines: pl_progress_tick (through pl_instrument.h)
 #include "referee.h"
 
 #define PLAYER_EXIT_WAIT_MS 15000 /* after its control socket closed, the player must exit within this */
@@ -88,32 +88,28 @@ PL_NORETURN void player_gone(void) {
  * MPI is progressed; with requests in flight the loop spins (yielding the core now and then,
  * as MPI's own waits do), with none it sleeps on the socket.
  *
- * On the node's progress board a referee is busy except while it spins on its player's
- * messages: then its player waits for the others (or computes beside its own collectives),
- * and the referee copies the board into the arena's head, where the player's watchdog reads
- * it. A wait is the student's deadlock only when no referee of the node moved a message and
- * none has a player doing anything else: not when the others are slow on a loaded machine. */
-static void spinning(bool on) {
-    static bool now;
-    if (on == now) return;
-    now = on;
-    pl_progress_busy(on ? 0 : 1);
-}
-
+ * On the node's progress board a referee is busy while it waits here with none of its
+ * player's messages in flight: its player starts, or computes. While it spins on them, its
+ * player waits for the others (or computes beside its own collectives): not busy, and the
+ * referee copies the board into the arena's head, where the player's watchdog reads it (in
+ * a host collective too: host_wait, transport.c).
+ * Outside this wait (its player done with the case) it is not busy either. A wait is the
+ * student's deadlock only when no message moved on the node and no other player was doing
+ * anything but waiting: not when the others are slow to start, or on a loaded machine. */
 int player_recv(wire_msg *m, void **payload, uint64_t max) {
     if (!transport_on()) return wire_recv(g_ref.ctl_fd, m, payload, max);
     uint64_t cap = max > sizeof(xfer_req) + WIRE_XFER_INLINE_MAX ? max : sizeof(xfer_req) + WIRE_XFER_INLINE_MAX;
     unsigned idle = 0;
     for (;;) {
         bool busy = transport_busy();
-        spinning(busy);
+        transport_player_works(!busy);
         if (busy && idle % 16 == 0) transport_show_node();
         struct pollfd p = {.fd = g_ref.ctl_fd, .events = POLLIN};
         int r = poll(&p, 1, busy ? 0 : -1); /* MPI's schedules advance only when tested */
         if (r < 0 && errno != EINTR) player_gone();
         if (r > 0) {
             int got = wire_recv(g_ref.ctl_fd, m, payload, cap);
-            if (got != 1 || m->cmd != REP_XFER) spinning(false);
+            if (got != 1 || m->cmd != REP_XFER) transport_player_works(false);
             if (got != 1) return got;
             if (m->cmd != REP_XFER) {
                 if (m->len > max) {

@@ -79,6 +79,7 @@ const char *transport_request(const void *payload, uint64_t len, int *sent);
 /* Completions to the player; 0 when it cannot be told. */
 int transport_progress(void);
 void transport_show_node(void); /* the node's board into the arena's head, for the player's watchdog */
+void transport_player_works(bool yes); /* the referee's busy mark: its player starts or computes */
 void transport_counted(transport_counts *k);
 /* d = k1 - k0 */
 void transport_since(const transport_counts *k0, const transport_counts *k1, transport_counts *d);

@@ -13,6 +13,7 @@
  * are synchronous (MPI_Issend), as in the harness's mpi backend, so a program that would
  * deadlock on NCCL deadlocks here too. */
 #include <mpi.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,10 +127,9 @@ void transport_start(unsigned char *arena, uint64_t arena_bytes, int ctl_fd) {
     MPI_Comm_dup(MPI_COMM_WORLD, &g_relay);
     MPI_Op_create(bf16_sum, 1, &g_bf16_sum);
     /* the node's referees share a progress board: each ticks on what it moves and shows as
-     * busy unless it spins on its player's messages (player_recv); the player sees the board
+     * busy while its player starts or computes (player_recv); the player sees the board
      * through the arena's head (transport_show_node) */
     pl_share_progress_board();
-    pl_progress_busy(1);
     g_arena = arena;
     g_arena_bytes = arena_bytes;
     g_ctl = ctl_fd;
@@ -260,6 +260,30 @@ static void count_coll(pl_op_kind kind, uint64_t bytes) {
 }
 
 /* A blocking host collective on comm: the result goes back in the reply. */
+/* Whether the player works (starts, computes) while its referee waits for it, on the node's
+ * board as the referee's busy mark (player_recv sets it; a referee waiting for the others
+ * clears it). */
+void transport_player_works(bool yes) {
+    static bool now;
+    if (yes == now) return;
+    now = yes;
+    pl_progress_busy(yes ? 1 : 0);
+}
+
+/* A host collective's wait: the player waits with it (for the other players), so the referee
+ * is not busy, and it keeps copying the node's board to the player's watchdog meanwhile. */
+static void host_wait(MPI_Request *rq) {
+    transport_player_works(false);
+    int done = 0;
+    for (unsigned spins = 0;; spins++) {
+        if (spins % 16 == 0) transport_show_node();
+        MPI_Test(rq, &done, MPI_STATUS_IGNORE);
+        if (done) break;
+        if (spins % 16 == 15) sched_yield();
+    }
+    pl_progress_tick();
+}
+
 static const char *host_op(const xfer_req *r, MPI_Comm comm, const unsigned char *data, uint64_t len, int *sent) {
     int size = 0, me = 0;
     MPI_Comm_size(comm, &size);
@@ -271,7 +295,9 @@ static const char *host_op(const xfer_req *r, MPI_Comm comm, const unsigned char
         PL_CHECK(v != NULL, "out of host memory");
         memcpy(v, data, (size_t)len);
         MPI_Op op = r->op == PL_HOST_MAX ? MPI_MAX : r->op == PL_HOST_MIN ? MPI_MIN : MPI_SUM;
-        MPI_Allreduce(MPI_IN_PLACE, v, (int)(len / sizeof(double)), MPI_DOUBLE, op, comm);
+        MPI_Request rq;
+        MPI_Iallreduce(MPI_IN_PLACE, v, (int)(len / sizeof(double)), MPI_DOUBLE, op, comm, &rq);
+        host_wait(&rq);
         *sent = reply(r->id, 0, 0, 0, 0, v, len);
         free(v);
         return NULL;
@@ -281,7 +307,9 @@ static const char *host_op(const xfer_req *r, MPI_Comm comm, const unsigned char
         unsigned char *v = malloc((size_t)len + 1);
         PL_CHECK(v != NULL, "out of host memory");
         memcpy(v, data, (size_t)len);
-        MPI_Bcast(v, (int)len, MPI_BYTE, r->peer, comm);
+        MPI_Request rq;
+        MPI_Ibcast(v, (int)len, MPI_BYTE, r->peer, comm, &rq);
+        host_wait(&rq);
         *sent = reply(r->id, 0, 0, 0, 0, v, len);
         free(v);
         return NULL;
@@ -291,15 +319,18 @@ static const char *host_op(const xfer_req *r, MPI_Comm comm, const unsigned char
     int n = (int)len, *cnt = calloc((size_t)size, sizeof *cnt), *displ = calloc((size_t)size, sizeof *displ);
     PL_CHECK(cnt && displ, "out of host memory");
     bool here = r->peer < 0 || me == r->peer;
-    if (r->peer < 0) MPI_Allgather(&n, 1, MPI_INT, cnt, 1, MPI_INT, comm);
-    else MPI_Gather(&n, 1, MPI_INT, cnt, 1, MPI_INT, r->peer, comm);
+    MPI_Request rq;
+    if (r->peer < 0) MPI_Iallgather(&n, 1, MPI_INT, cnt, 1, MPI_INT, comm, &rq);
+    else MPI_Igather(&n, 1, MPI_INT, cnt, 1, MPI_INT, r->peer, comm, &rq);
+    host_wait(&rq);
     uint64_t total = 0;
     for (int i = 0; here && i < size; i++) displ[i] = (int)total, total += (uint64_t)cnt[i];
     uint64_t head = (uint64_t)size * sizeof(uint64_t);
     unsigned char *all = here ? malloc((size_t)(head + total) + 1) : NULL;
     PL_CHECK(!here || all != NULL, "out of host memory");
-    if (r->peer < 0) MPI_Allgatherv(data, n, MPI_BYTE, all + head, cnt, displ, MPI_BYTE, comm);
-    else MPI_Gatherv(data, n, MPI_BYTE, here ? all + head : NULL, cnt, displ, MPI_BYTE, r->peer, comm);
+    if (r->peer < 0) MPI_Iallgatherv(data, n, MPI_BYTE, all + head, cnt, displ, MPI_BYTE, comm, &rq);
+    else MPI_Igatherv(data, n, MPI_BYTE, here ? all + head : NULL, cnt, displ, MPI_BYTE, r->peer, comm, &rq);
+    host_wait(&rq);
     if (here)
         for (int i = 0; i < size; i++) {
             uint64_t k = (uint64_t)cnt[i];
