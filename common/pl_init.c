@@ -343,11 +343,16 @@ void pl_init(int *argc, char ***argv) {
     pl_dev->init(&g_info);
     pl_device_setup_streams();
     pl_comm_setup_world();
+    /* Under a referee, start-up's waits for the other ranks (the symmetric memory's choice,
+     * the clocks' barrier) are the kit's, before any student code: a peer slow to start is
+     * no deadlock, and the engine's launch limit bounds them. */
+    if (g_transport) pl_watchdog_quiet(1);
     pl_sym_setup();
     set_checks();
     /* Align the trace clocks of all ranks at a common point. */
     if (g_transport) g_transport->barrier(pl_comm_world());
     else PL_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    if (g_transport) pl_watchdog_quiet(0);
     pl_trace_start_clock();
     g_initialised = 1;
 }

@@ -362,9 +362,13 @@ static void watch_board(void) {
         sum[1] += __atomic_load_n(&b[PL_BOARD_WORDS * i + 1], __ATOMIC_RELAXED);
     }
     atomic_store(&g_board_reading, 0);
+    /* the words another process shows: none yet (0) is a node not yet seen, which may be
+     * slow to start (a referee in MPI_Init), never a stuck one */
     const volatile uint64_t *w = atomic_load(&g_watch_words);
     if (w) {
-        sum[0] += __atomic_load_n(&w[0], __ATOMIC_RELAXED);
+        uint64_t ticks = __atomic_load_n(&w[0], __ATOMIC_RELAXED);
+        busy |= ticks == 0;
+        sum[0] += ticks;
         sum[1] += __atomic_load_n(&w[1], __ATOMIC_RELAXED);
     }
     double now = wd_now();

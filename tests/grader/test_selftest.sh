@@ -271,6 +271,7 @@ print(" ".join(t["name"] for t in json.load(open(sys.argv[1]))["tests"] if "evid
                 ok "$lab/$name: a correct alternative keeps every point ($n cases pass, every item they reach full)"
             else
                 notok "$lab/$name: a correct alternative keeps every point (exit $rc, $bad cases not passing, items short:${short:- none}: $(tail -n 1 "$TMP/$lab-$name.log"))"
+                failures "$TMP/$lab-$name/cases.json"
             fi
             continue
         fi
