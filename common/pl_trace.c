@@ -317,18 +317,30 @@ void pl_progress_busy(int busy) {
 }
 void pl_watchdog_watch_words(const volatile uint64_t *words) { atomic_store(&g_watch_words, words); }
 
-uint64_t pl_progress_node(int *any_busy) {
-    volatile uint64_t *b = atomic_load_explicit(&g_board, memory_order_relaxed);
-    int n = atomic_load_explicit(&g_board_n, memory_order_relaxed), busy = 0;
+/* The board's words summed over the ranks: sum[0] the ticks, sum[1] the host periods; *busy
+ * whether any rank marks a long call. */
+static void read_board(uint64_t sum[2], int *busy) {
+    sum[0] = sum[1] = 0;
+    *busy = 0;
+    atomic_store(&g_board_reading, 1);
+    volatile uint64_t *b = atomic_load(&g_board);
+    int n = atomic_load(&g_board_n);
     if (b == g_own_words) n = 1;
-    uint64_t sum = 0;
     for (int i = 0; i < n; i++) {
         uint64_t w = __atomic_load_n(&b[PL_BOARD_WORDS * i], __ATOMIC_RELAXED);
-        sum += w >> 1;
-        busy |= (int)(w & 1);
+        sum[0] += w >> 1;
+        *busy |= (int)(w & 1);
+        sum[1] += __atomic_load_n(&b[PL_BOARD_WORDS * i + 1], __ATOMIC_RELAXED);
     }
+    atomic_store(&g_board_reading, 0);
+}
+
+uint64_t pl_progress_node(int *any_busy) {
+    uint64_t sum[2];
+    int busy;
+    read_board(sum, &busy);
     if (any_busy) *any_busy = busy;
-    return sum;
+    return sum[0];
 }
 
 /* Every tick of the thread: did this rank compute since the last without waiting? (Any
@@ -349,19 +361,9 @@ static void watch_self(void) {
 static void watch_board(void) {
     static uint64_t last_sum[2];
     static int seen;
-    uint64_t sum[2] = {0, 0};
-    int busy = 0;
-    atomic_store(&g_board_reading, 1);
-    volatile uint64_t *b = atomic_load(&g_board);
-    int n = atomic_load(&g_board_n);
-    if (b == g_own_words) n = 1;
-    for (int i = 0; i < n; i++) {
-        uint64_t w = __atomic_load_n(&b[PL_BOARD_WORDS * i], __ATOMIC_RELAXED);
-        sum[0] += w >> 1;
-        busy |= (int)(w & 1);
-        sum[1] += __atomic_load_n(&b[PL_BOARD_WORDS * i + 1], __ATOMIC_RELAXED);
-    }
-    atomic_store(&g_board_reading, 0);
+    uint64_t sum[2];
+    int busy;
+    read_board(sum, &busy);
     /* the words another process shows: none yet (0) is a node not yet seen, which may be
      * slow to start (a referee in MPI_Init), never a stuck one */
     const volatile uint64_t *w = atomic_load(&g_watch_words);

@@ -259,7 +259,6 @@ static void count_coll(pl_op_kind kind, uint64_t bytes) {
     g_count.wire.coll_bytes += bytes;
 }
 
-/* A blocking host collective on comm: the result goes back in the reply. */
 /* Whether the player works (starts, computes) while its referee waits for it, on the node's
  * board as the referee's busy mark (player_recv sets it; a referee waiting for the others
  * clears it). */
@@ -284,6 +283,7 @@ static void host_wait(MPI_Request *rq) {
     pl_progress_tick();
 }
 
+/* A host collective on comm, waited for here (host_wait): the result goes back in the reply. */
 static const char *host_op(const xfer_req *r, MPI_Comm comm, const unsigned char *data, uint64_t len, int *sent) {
     int size = 0, me = 0;
     MPI_Comm_size(comm, &size);
