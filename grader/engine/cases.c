@@ -584,9 +584,15 @@ static char *after_run(world *w, run_state *s, const child_run *ch, const char *
             if (!w->hidden) note(w, "note: %s: the restart ended before its first case (%s); trying it once more", wname, detail);
         } else {
             // no case began and none finished: a restart would do the same again
+            // the launcher started no rank: its first words say why. No referee means no player
+            // ran either, so the launcher's stdout holds only its own daemons' lines (a node's
+            // daemon failing to call back as the launcher gives up), never the student's; its
+            // stderr comes first, where it names the node it could not start.
             char *first = NULL;
-            if (!s->chan->accepted && !ch->out.total && ch->exit_code != EXIT_USAGE && ch->exit_code != EXIT_FATAL)
-                first = capture_first(&ch->err);  // the launcher started no rank: its first words say why
+            if (!s->chan->accepted && ch->exit_code != EXIT_USAGE && ch->exit_code != EXIT_FATAL) {
+                first = capture_first(&ch->err);
+                if (!first) first = capture_first(&ch->out);
+            }
             if (first) {
                 char *d = xasprintf("no rank's referee reached the engine; the launcher said first: %s", first);
                 free(detail);

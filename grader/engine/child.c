@@ -159,9 +159,17 @@ char *capture_reason(const capture *c)
     return line ? line : find_line(c, true, not_banner, NULL);
 }
 
+/* A launcher's warning about itself ("plm:rsh: Warning: setpgid(...) failed", printed when a
+ * forked agent wins a race with its parent): true of the launcher, never the reason it stopped. */
+static bool not_banner_nor_warning(const char *line, const void *arg)
+{
+    return not_banner(line, arg) && !strcasestr(line, "warning");
+}
+
 char *capture_first(const capture *c)
 {
-    return find_line(c, false, not_banner, NULL);
+    char *line = find_line(c, false, not_banner_nor_warning, NULL);
+    return line ? line : find_line(c, false, not_banner, NULL);
 }
 
 char *capture_find_line(const capture *c, const char *needle)

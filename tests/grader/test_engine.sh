@@ -391,6 +391,22 @@ FAKE_MODE=pass "$engine" --lab fake --rubric "$here/fake.rubric" --driver "$driv
     --mpirun "$here/fake_mpirun.sh -np {np}" --np 2 >"$tmp/npword.log" 2>&1
 check "launcher with {np}: the rank count lands in its place" last_line_is npword "score: 35 / 35"
 
+# ---- a launcher that starts no rank (a hostfile naming a dead node): its reason, not its
+# own warning first nor the banner a node's daemon printed on stdout as the launcher gave up
+cat >"$tmp/nolaunch.sh" <<'EOF'
+#!/bin/sh
+echo '[head:123] plm:rsh: Warning: setpgid(124,124) failed in parent with errno=Permission denied(13)' >&2
+echo 'ssh: connect to host node9: No route to host' >&2
+printf -- '------\nA process or daemon was unable to complete a TCP connection\n------\n'
+printf -- '------\nThis is usually an internal programming error\n------\n' >&2
+exit 255
+EOF
+chmod +x "$tmp/nolaunch.sh"
+FAKE_MODE=pass "$engine" --lab fake --rubric "$here/fake.rubric" --driver "$driver" \
+    --mpirun "$tmp/nolaunch.sh" --np 2 --out "$tmp/nolaunch" >"$tmp/nolaunch.log" 2>&1
+check "a launcher that starts no rank: the report gives its first reason (not its warning, not its stdout)" \
+    grep -q "no rank's referee reached the engine; the launcher said first: ssh: connect to host node9: No route to host" "$tmp/nolaunch/cases.json"
+
 # ---- usage and rubric errors: one line, exit 2
 usage_error() {  # usage_error NAME EXPECTED-TEXT ENGINE-ARGS...
     name=$1 text=$2
