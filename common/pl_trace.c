@@ -322,7 +322,7 @@ void pl_watchdog_watch_words(const volatile uint64_t *words) { atomic_store(&g_w
 static void read_board(uint64_t sum[2], int *busy) {
     sum[0] = sum[1] = 0;
     *busy = 0;
-    atomic_store(&g_board_reading, 1);
+    atomic_fetch_add(&g_board_reading, 1);  // a count: the main thread and the watchdog thread both read
     volatile uint64_t *b = atomic_load(&g_board);
     int n = atomic_load(&g_board_n);
     if (b == g_own_words) n = 1;
@@ -332,7 +332,7 @@ static void read_board(uint64_t sum[2], int *busy) {
         *busy |= (int)(w & 1);
         sum[1] += __atomic_load_n(&b[PL_BOARD_WORDS * i + 1], __ATOMIC_RELAXED);
     }
-    atomic_store(&g_board_reading, 0);
+    atomic_fetch_sub(&g_board_reading, 1);
 }
 
 uint64_t pl_progress_node(int *any_busy) {
