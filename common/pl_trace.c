@@ -286,7 +286,8 @@ static void watch_clock(void) {
 }
 
 /* slots NULL: back to this rank's own words (before the shared memory goes away; waits
- * until the thread is not reading it). */
+ * until no thread is reading it: the main thread and the watchdog thread both read, so
+ * g_board_reading counts its readers). */
 void pl_watchdog_set_board(volatile uint64_t *slots, int nranks, int mine) {
     if (!slots || nranks < 1 || mine < 0 || mine >= nranks) {
         slots = g_own_words;
@@ -322,7 +323,7 @@ void pl_watchdog_watch_words(const volatile uint64_t *words) { atomic_store(&g_w
 static void read_board(uint64_t sum[2], int *busy) {
     sum[0] = sum[1] = 0;
     *busy = 0;
-    atomic_fetch_add(&g_board_reading, 1);  // a count: the main thread and the watchdog thread both read
+    atomic_fetch_add(&g_board_reading, 1);
     volatile uint64_t *b = atomic_load(&g_board);
     int n = atomic_load(&g_board_n);
     if (b == g_own_words) n = 1;

@@ -216,7 +216,7 @@ no_leftovers "spawn"
 # 5. failures
 expect_line() { # TAG LOG PATTERN
     if grep -q -- "$3" "$B/reports/lab-1.txt"; then ok "$1: $(grep -o -- "$3.*" "$B/reports/lab-1.txt" | head -n 1 | cut -c1-150)"
-    else notok "$1: the report says '$3' ($(grep -m1 -A1 '^ *error ' "$B/reports/lab-1.txt" | tr -s ' \n' ' ' | cut -c1-400))"; fi
+    else notok "$1: the report says '$3' ($(grep -m1 -A1 -E '^ +(error|timeout|deadlock|crash|wrong|missing|tampered|forbidden) ' "$B/reports/lab-1.txt" | tr -s ' \n' ' ' | cut -c1-400))"; fi
 }
 if grade "unreachable" 120 "$TMP/unreach.log" lab-1 SOLUTION=1 NP=4 T='allreduce.oop.c1' MPIRUN="$MPIRUN_HOSTS" PL_ENGINE_ADDR=127.0.0.1; then
     expect_line "an engine address the nodes cannot reach" "$TMP/unreach.log" "cannot reach the grading engine at 127.0.0.1:[0-9]*: Connection refused"
