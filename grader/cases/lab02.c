@@ -78,6 +78,12 @@ lab2_error_shapes lab2_error_shapes_of(const drv_case *c) {
     case LAB2_E_ROW_BACKWARD: /* row layer, input parallel: dx one column too wide */
         e.x[0] = 3, e.x[1] = k / n, e.dy[0] = 3, e.dy[1] = k, e.dx[0] = 3, e.dx[1] = k / n + 1;
         break;
+    case LAB2_E_COLUMN_BACKWARD_DY: /* column layer, split: dy one column too wide */
+        e.x[0] = 3, e.x[1] = k, e.dy[0] = 3, e.dy[1] = k / n + 1, e.dx[0] = 3, e.dx[1] = k;
+        break;
+    case LAB2_E_ROW_BACKWARD_DY: /* row layer, input parallel: dy one column too wide */
+        e.x[0] = 3, e.x[1] = k / n, e.dy[0] = 3, e.dy[1] = k + 1, e.dx[0] = 3, e.dx[1] = k / n;
+        break;
     case LAB2_E_MLP_FORWARD: /* MLP (k, 2k) of max_tokens 4: five tokens */
         e.x[0] = 5, e.x[1] = k, e.y[0] = 5, e.y[1] = k;
         break;
@@ -189,7 +195,8 @@ static void plan_errors(const drv_test *t, drv_plan *p) {
     static const char *NAMES[LAB2_E_COUNT] = {
         "error.not_divisible.column", "error.not_divisible.row", "error.not_divisible.mlp",
         "error.shape.row_forward", "error.shape.column_forward", "error.shape.column_backward",
-        "error.shape.row_backward", "error.shape.mlp_forward", "error.shape.mlp_backward"};
+        "error.shape.row_backward", "error.shape.column_backward_dy", "error.shape.row_backward_dy",
+        "error.shape.mlp_forward", "error.shape.mlp_backward"};
     for (int i = pl_world() > 1 ? 0 : LAB2_E_ROW_FORWARD; i < LAB2_E_COUNT; i++) {
         drv_instance *in = drv_plan_add(p, t, "%s", NAMES[i]);
         in->arg[0] = i, in->arg[1] = i < LAB2_E_ROW_FORWARD ? LAB2_ERR_NOT_DIVISIBLE : LAB2_ERR_SHAPE;

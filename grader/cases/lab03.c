@@ -48,6 +48,15 @@ int lab3_error_configs(int tp, lab3_cfg *out, int *want, char (*what)[LAB3_WHAT_
     CFG(LAB3_OK, "a valid configuration rejected");
     k.hidden = g_flags3.H * 4 + 1;
     CFG(LAB3_ERR_SHAPE, "hidden %d with %d heads not reported as MG_ERR_SHAPE", k.hidden, k.heads);
+    /* every size below 1, alone (heads 0 before anything divides by it) */
+    k = lab3_config(false, g_flags3.T), k.heads = 0;
+    CFG(LAB3_ERR_SHAPE, "heads 0 not reported as MG_ERR_SHAPE (a size below 1, checked before hidden %% heads)");
+    k = lab3_config(false, g_flags3.T), k.hidden = 0;
+    CFG(LAB3_ERR_SHAPE, "hidden 0 not reported as MG_ERR_SHAPE (a size below 1)");
+    k = lab3_config(false, g_flags3.T), k.ffn = -tp;
+    CFG(LAB3_ERR_SHAPE, "ffn %d not reported as MG_ERR_SHAPE (a size below 1)", k.ffn);
+    k = lab3_config(false, 0);
+    CFG(LAB3_ERR_SHAPE, "seq 0 not reported as MG_ERR_SHAPE (a size below 1)");
     if (tp > 1) {
         k = lab3_config(false, g_flags3.T), k.heads = tp + 1, k.hidden = (tp + 1) * 4;
         CFG(LAB3_ERR_HEADS, "heads %d at tp %d not reported as MG_ERR_HEADS", k.heads, tp);
@@ -66,6 +75,9 @@ int lab3_error_configs(int tp, lab3_cfg *out, int *want, char (*what)[LAB3_WHAT_
         CFG(LAB3_ERR_HEADS, "heads %d with hidden %d at tp %d: MG_ERR_HEADS comes first", k.heads, k.hidden, tp);
         k = lab3_config(true, tp * 2 + 1), k.ffn = g_flags3.F + 1;
         CFG(LAB3_ERR_SEQ, "sp with seq %d and ffn %d at tp %d: MG_ERR_SEQ comes first", k.seq, k.ffn, tp);
+        k = lab3_config(true, tp * 2 + 1), k.hidden = g_flags3.H * 4 + 1;
+        CFG(LAB3_ERR_SEQ, "sp with seq %d and hidden %d with %d heads at tp %d: MG_ERR_SEQ comes first", k.seq, k.hidden,
+            k.heads, tp);
     }
 #undef CFG
     return n;

@@ -42,7 +42,7 @@ enum { LAB3_LN1_W, LAB3_LN1_B, LAB3_QKV_W, LAB3_QKV_B, LAB3_PROJ_W, LAB3_PROJ_B,
 #define LAB3_TARGET_ID 10
 #define LAB3_STEP_ID 100     /* a second step's inputs: the first's ids + this */
 #define LAB3_GRAD0_ID 3000   /* backward's initial gradients: + the tensor      */
-#define LAB3_MAX_ERROR_CONFIGS 10
+#define LAB3_MAX_ERROR_CONFIGS 16
 #define LAB3_WHAT_MAX 120
 
 extern const char *const LAB3_TNAME[LAB3_NTENSORS]; /* "ln1.w", ... */

@@ -107,7 +107,9 @@ static bool undividable(int k, lab4_shape sh) { return k == L4_INTERLEAVED && sh
 int lab4_list_calls(int k, lab4_shape sh) { return undividable(k, sh) ? 1 : sh.p; }
 int lab4_list_cap(int k, lab4_shape sh) {
     int need = lab4_schedule_length(k, sh.m, sh.v);
-    return undividable(k, sh) ? need : need + 4;
+    /* exactly the length where m is odd (an array of pp_schedule_length's size must do),
+     * room to spare elsewhere */
+    return undividable(k, sh) || sh.m % 2 ? need : need + 4;
 }
 
 /* The entries of shapes [0, i). */

@@ -82,7 +82,8 @@ typedef struct {
 int lab4_shapes(int k, lab4_shape *out); /* at most LAB4_SHAPES */
 #define LAB4_SHAPES 160
 /* Where shape i's lists sit in the "lists" slot: stage s at entry lab4_list_at(k, i, s),
- * room for lab4_list_cap(k, sh) actions and LAB4_GUARD guard entries after them. A shape
+ * room for lab4_list_cap(k, sh) actions (exactly pp_schedule_length's where m is odd) and
+ * LAB4_GUARD guard entries after them. A shape
  * whose m the interleaved schedule cannot divide has one call (stage 0, expecting
  * PP_ERR_DIVIDE); lab4_list_calls says how many calls a shape has. */
 #define LAB4_GUARD 4

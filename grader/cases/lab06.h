@@ -133,6 +133,11 @@ typedef struct {
     int64_t ar_bytes[LAB6_MAX_AR];
     double in_bwd_time, frac;             /* by time: started inside backward; the share of
                                              all-reduce time inside it (reported only)     */
+    int32_t ar_off_comm;                  /* all-reduces issued inside backward (from the first
+                                             ddp_grad_ready to the end of the last) on the
+                                             compute stream, not pl_stream_comm()            */
+    int32_t compute_waits;                /* compute ops inside backward that follow one of its
+                                             all-reduces (a host sync or an event wait)      */
     double pred_overlap, pred_bwd_us;     /* the cost model's replay (reported only)        */
     int32_t pred_ok;
     lab6_layout layout;                   /* after ddp_backward_begin                        */

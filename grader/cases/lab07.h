@@ -176,6 +176,10 @@ typedef struct {
     int32_t fwd_call[L7_MAX_UNITS], fwd_start[L7_MAX_UNITS]; /* pre_forward called, compute */
     int32_t bwd_call[L7_MAX_UNITS], bwd_start[L7_MAX_UNITS];
     int32_t fwd_end, bwd_end;          /* after post_forward(U-1), after post_backward(0)  */
+    int32_t rs_off_comm;               /* reduce-scatters of backward on the compute stream */
+    int32_t rs_waited;                 /* backward compute ops that waited for the reduce-
+                                          scatter issued just before them (no compute op
+                                          between: a host sync or an event wait at issue) */
     double ag_overlap;                 /* the share of all-gather time beside compute here  */
 } l7_step;
 

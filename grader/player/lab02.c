@@ -223,9 +223,11 @@ static void err_call(void *arg) {
     case LAB2_E_ROW_FORWARD: a->rc = tp_row_forward(l, err_t(c, "x", e.x), err_t(c, "y", e.y), true, NULL); break;
     case LAB2_E_COLUMN_FORWARD: a->rc = tp_column_forward(l, err_t(c, "x", e.x), err_t(c, "y", e.y), false, NULL); break;
     case LAB2_E_COLUMN_BACKWARD:
+    case LAB2_E_COLUMN_BACKWARD_DY:
         a->rc = tp_column_backward(l, err_t(c, "x", e.x), err_t(c, "dy", e.dy), err_t(c, "dx", e.dx), false, NULL);
         break;
     case LAB2_E_ROW_BACKWARD:
+    case LAB2_E_ROW_BACKWARD_DY:
         a->rc = tp_row_backward(l, err_t(c, "x", e.x), err_t(c, "dy", e.dy), err_t(c, "dx", e.dx), true, NULL);
         break;
     case LAB2_E_MLP_FORWARD: a->rc = tp_mlp_forward(&a->p->m, err_t(c, "x", e.x), err_t(c, "y", e.y), NULL); break;
@@ -243,9 +245,9 @@ void err_play(drv_case *c) {
     pl_comm *w = pl_comm_world();
     p->have_l = p->have_m = true;
     /* the shape errors: a valid layer first (and for the MLP's backward, a valid forward) */
-    if (which == LAB2_E_ROW_FORWARD || which == LAB2_E_ROW_BACKWARD)
+    if (which == LAB2_E_ROW_FORWARD || which == LAB2_E_ROW_BACKWARD || which == LAB2_E_ROW_BACKWARD_DY)
         st.init_rc = tp_linear_init(&p->l, TP_ROW, e.k, e.k, true, a.seed, LAB2_W_ID, w);
-    else if (which == LAB2_E_COLUMN_FORWARD || which == LAB2_E_COLUMN_BACKWARD)
+    else if (which == LAB2_E_COLUMN_FORWARD || which == LAB2_E_COLUMN_BACKWARD || which == LAB2_E_COLUMN_BACKWARD_DY)
         st.init_rc = tp_linear_init(&p->l, TP_COLUMN, e.k, e.k, true, a.seed, LAB2_W_ID, w);
     else if (which >= LAB2_E_MLP_FORWARD)
         st.init_rc = tp_mlp_init(&p->m, e.k, 2 * e.k, 4, a.seed, LAB2_MLP_ID, w);

@@ -212,6 +212,16 @@ void lab6_scan_trace(const mlp *m, lab6_step *out) {
         if (s >= b0 && s <= b1) started_inside++;
     }
     out->nar = k;
+    /* inside backward: all-reduces off the comm stream, and compute that waited for one of
+     * this backward's all-reduces (`after`: the other stream's op it follows, by index) */
+    size_t lo = hooks ? m->hook_at[0] : 0, hi = hooks ? m->hook_end[hooks - 1] : 0;
+    for (size_t i = lo; i < hi && i < n; i++) {
+        if (ev[i].kind == PL_OP_ALLREDUCE && ev[i].stream != 1) out->ar_off_comm++;
+        bool compute = ev[i].kind == PL_OP_GEMM || ev[i].kind == PL_OP_KERNEL;
+        if (compute && ev[i].stream == 0 && ev[i].after >= (int64_t)lo && ev[i].after < (int64_t)i &&
+            ev[ev[i].after].kind == PL_OP_ALLREDUCE)
+            out->compute_waits++;
+    }
     out->in_bwd_time = started_inside;
     out->frac = tot > 0 ? inside / tot : 0;
 }

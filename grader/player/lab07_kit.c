@@ -200,6 +200,20 @@ static void scan(l7_step *r) {
         }
     }
     r->ag_overlap = ag_total > 0 ? fmin(1.0, ag_beside / ag_total) : 0;
+    /* backward's reduce-scatters: on which stream, and whether the compute op issued next
+     * waits for one (`after`: the other stream's op it follows). A slot's reuse waits for
+     * an older reduce-scatter, with compute issued in between; a wait at issue does not. */
+    int64_t unwaited = -1; /* the reduce-scatter no compute op was issued after yet */
+    for (size_t i = 0; i < n && (int64_t)i < r->bwd_end; i++) {
+        const pl_trace_event *e = &ev[i];
+        if (e->kind == PL_OP_REDUCE_SCATTER) {
+            if (e->stream != 1) r->rs_off_comm++;
+            unwaited = (int64_t)i;
+        } else if (e->stream == 0 && (e->kind == PL_OP_GEMM || e->kind == PL_OP_KERNEL)) {
+            if (unwaited >= 0 && e->after == unwaited) r->rs_waited++;
+            unwaited = -1;
+        }
+    }
 }
 
 double l7_kit_step(l7_kit *k, const l7_hooks *h, void *z, const int *tokens, const int *targets, l7_step *rec,

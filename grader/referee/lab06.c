@@ -301,6 +301,21 @@ void lab6_overlap_check(drv_case *c) {
             break;
         }
     }
+    /* Issued in time is not yet beside backward: that takes the comm stream and no wait for
+     * an all-reduce before backward ends (the player's trace: the op's stream, and the op of
+     * the other stream each compute op follows). */
+    for (int s = 0; s < st->steps && !drv_failed(c); s++) {
+        const lab6_step *q = step_rec(c, s);
+        if (q->ar_off_comm > 0)
+            drv_fail(c, "step %d: %d bucket all-reduce(s) issued on the compute stream: the rest of backward queues behind "
+                        "them; launch each on pl_stream_comm(), after an event recorded on the compute stream",
+                     s, (int)q->ar_off_comm);
+        else if (q->compute_waits > 0)
+            drv_fail(c, "step %d: backward's compute waited for a bucket's all-reduce (a pl_stream_sync, pl_device_sync or "
+                        "event wait in ddp_grad_ready), so nothing ran beside it: wait for the all-reduces in "
+                        "ddp_backward_end only",
+                     s);
+    }
 }
 
 /* nosync: micro-steps 0 and 1 of each step accumulate locally, micro-step 2 synchronises. */

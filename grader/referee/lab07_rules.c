@@ -452,6 +452,15 @@ void l7_check_overlap(drv_case *c, const l7_lab *L, const l7_out *o, const l7_cf
         }
         if (!why[0] && st->nrs > 0 && st->rs_at[st->nrs - 1] > st->bwd_end)
             snprintf(why, sizeof why, "step %d: a reduce-scatter was issued after the backward, in zero_step", s);
+        /* issued in time is not yet beside backward: the comm stream, and no wait at issue */
+        if (!why[0] && st->rs_off_comm > 0)
+            snprintf(why, sizeof why, "step %d: %d reduce-scatter(s) issued on the compute stream: the next units' backward "
+                     "queues behind them; issue them on pl_stream_comm(), after an event recorded on the compute stream",
+                     s, (int)st->rs_off_comm);
+        if (!why[0] && st->rs_waited > 0)
+            snprintf(why, sizeof why, "step %d: backward's compute waited for a reduce-scatter as soon as it was issued (a "
+                     "pl_stream_sync or event wait in zero_post_backward), so nothing ran beside it: wait for a reduce "
+                     "only where its buffer is reused, and for the last ones in zero_step", s);
     }
     drv_num(c, "late_reduces", drv_max(late));
     if (why[0]) drv_fail(c, "%s", why);

@@ -73,6 +73,13 @@ void l8_config_setup(drv_case *c) {
     CASE(2, L8_ERR_BATCH, "m 0", c_.micro = 0);
     CASE(2, L8_ERR_BATCH, "hidden 30 with 8 heads", c_.hidden = 30);
     CASE(2, L8_ERR_BATCH, "seq 0", c_.seq = 0);
+    /* every other size below 1 alone (heads 0 before hidden % heads divides by it) */
+    CASE(2, L8_ERR_BATCH, "batch 0", c_.batch = 0);
+    CASE(2, L8_ERR_BATCH, "hidden 0", c_.hidden = 0);
+    CASE(2, L8_ERR_BATCH, "heads 0", c_.heads = 0);
+    CASE(2, L8_ERR_BATCH, "MLP width -8", c_.ffn = -8);
+    CASE(2, L8_ERR_BATCH, "vocabulary 0", c_.vocab = 0);
+    CASE(1, L8_ERR_BATCH, "0 layers (p 1: a size below 1, not too few layers)", c_.layers = 0);
     CASE(4, L8_ERR_HEADS, "t 4 with 6 heads (hidden 48)", c_.t = 4, c_.heads = 6, c_.hidden = 48);
     CASE(4, L8_ERR_HEADS, "t 4 with MLP width 66", c_.t = 4, c_.ffn = 66);
     CASE(4, L8_ERR_VOCAB, "t 4 with vocabulary 66", c_.t = 4, c_.vocab = 66);
