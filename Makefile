@@ -149,7 +149,7 @@ export PL_ARGS := $(ARGS)
 export PL_HIDDEN := $(HIDDEN)
 export PL_SUBMISSIONS := $(SUBMISSIONS)
 
-.PHONY: all libs engine config help doctor test test-asan test-bins test-faults test-fresh test-multinode bench clean grade drivers driver asan \
+.PHONY: all libs engine config help doctor test test-asan test-load test-bins test-faults test-fresh test-multinode bench clean grade drivers driver asan \
         grade-class gradescope classroom \
         FORCE kernel-tests model-tests bench-kernels calibrate scaling
 
@@ -414,6 +414,14 @@ test-asan:
 	  cat $(B)/test-asan.log; p=$$(grep -c '^ok - ' $(B)/test-asan.log); f=$$(grep -c '^not ok - ' $(B)/test-asan.log); \
 	  echo "$$p passed, $$f failed"; [ "$$f" = 0 ] && [ "$$p" -gt 0 ]
 
+# The class fixture graded quietly and again beside a CPU hog: the same gradebook, wall time
+# aside (tests/grader/test_class.sh whole; make test leaves the hog run out for its time, with
+# CLASS_LOAD=0). .ci/run runs it. The last line is "N passed, M failed".
+test-load: all
+	@MAKE="$(MAKE)" B="$(B)" tests/grader/test_class.sh >$(B)/test-load.log 2>&1; \
+	  cat $(B)/test-load.log; p=$$(grep -c '^ok - ' $(B)/test-load.log); f=$$(grep -c '^not ok - ' $(B)/test-load.log); \
+	  echo "$$p passed, $$f failed"; [ "$$f" = 0 ] && [ "$$p" -gt 0 ]
+
 # Every hostile student file of the fault suite, not only the quick ones (tests/grader/faults/).
 test-faults: all
 	@MAKE="$(MAKE)" MPIRUN="$(MPIRUN)" B="$(B)" FAULTS=all tests/grader/test_faults.sh
@@ -485,6 +493,7 @@ help:
 	@echo "  make test             the project's own tests; last line 'N passed, M failed'"
 	@echo "  make test-faults      the whole fault suite of hostile student files (make test runs the quick ones)"
 	@echo "  make test-asan        every lab's solution and the sanitizer-only faults in the AddressSanitizer build"
+	@echo "  make test-load        the class fixture graded quietly and beside a CPU hog: the same gradebook"
 	@echo "  make test-fresh       the README's commands and Gradescope's scripts in a minimal Debian built here (root)"
 	@echo "  make test-multinode   graded runs across two hosts simulated with network namespaces (root)"
 	@echo "  make asan LAB=N       grade lab N's solution built with AddressSanitizer (build/asan/; NP=2 by default)"

@@ -9,6 +9,7 @@ if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_RO
 unset PL_DEVICE PL_COMM TRACE
 # the self-test's AddressSanitizer part is make test-asan (a minute and a half more)
 export SELFTEST_ASAN=${SELFTEST_ASAN:-0}
+export CLASS_LOAD=${CLASS_LOAD:-0} # test_class.sh without its run beside a CPU hog (make test-load runs it)
 
 PASS=0 FAIL=0
 TMP=$(mktemp -d /tmp/paralab-test.XXXXXX)

@@ -250,6 +250,8 @@ print(" ".join(t["name"] for t in json.load(open(sys.argv[1]))["tests"] if "evid
         ok "$lab: the starter's report names the first failure's rerun command and handout section"
     else
         notok "$lab: the starter's report names the first failure's rerun command and handout section"
+        grep -E "^(first failure|  it tests|  rerun only it|np [0-9]+:)" "$TMP/$lab-starter.log" | head -n 8 | sed 's/^/# /'
+        failures "$TMP/$lab-starter/cases.json" 2
     fi
 
     nbroken=0
