@@ -161,13 +161,13 @@ const lab4_config LAB4_CONFIGS[LAB4_NCONFIGS] = {
     {2, 4, 3, 4, L4_INTERLEAVED, false}, {2, 4, 2, 8, L4_1F1B, false},        {2, 4, 0, 8, L4_INTERLEAVED, false},
     /* two problems at once: the first in pp_config_check's order (pipeline.h) */
     {5, 0, 1, 4, L4_1F1B, false},        {0, 4, 2, 8, L4_1F1B, false},        {2, 0, 0, 8, L4_INTERLEAVED, false},
-    {2, 3, 3, 4, L4_INTERLEAVED, false},
+    {2, 3, 3, 4, L4_INTERLEAVED, false}, {2, 4, 9, 18, L4_INTERLEAVED, false},
 };
 const char *const LAB4_CONFIG_WHAT[LAB4_NCONFIGS] = {
     "p 2, m 4, L 4, 1F1B", "interleaved p 2, m 4, v 2, L 4", "p 5 > L 4", "p 0", "m 0", "interleaved m 3 with p 2",
     "v 3 * p 2 > L 4", "v 2 without interleaving", "v 0", "p 5 > L 4 with m 0 (the stages first)",
     "p 0 with v 2 without interleaving (the stages first)", "m 0 with v 0 (the micro-batches first)",
-    "interleaved m 3 with p 2 and v 3 * p 2 > L 4 (the chunks first)",
+    "interleaved m 3 with p 2 and v 3 * p 2 > L 4 (the chunks first)", "interleaved v 9 > PP_MAX_CHUNKS (p 2, L 18)",
 };
 
 const lab4_bad_call LAB4_BAD[LAB4_NBAD] = {
@@ -181,6 +181,7 @@ const lab4_bad_call LAB4_BAD[LAB4_NBAD] = {
     {L4_1F1B, 2, 0, 4, 1, 7, "1f1b m 4 in 7 actions"},
     {L4_ZBH1, 3, 1, 5, 1, 14, "zbh1 m 5 in 14 actions"},
     {L4_INTERLEAVED, 2, 1, 4, 2, 15, "interleaved m 4 v 2 in 15 actions"},
+    {L4_INTERLEAVED, 2, 0, 4, 9, 1024, "interleaved v 9 > PP_MAX_CHUNKS"},
 };
 
 /* ---- the plan ---- */

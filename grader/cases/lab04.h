@@ -95,14 +95,14 @@ size_t lab4_list_total(int k, const lab4_shape *shapes, int n); /* entries */
 int lab4_rc_at(int k, const lab4_shape *shapes, int i, int s);
 
 /* errors.config and errors.schedule: the bad inputs (the expected codes are the referee's). */
-#define LAB4_NCONFIGS 13
+#define LAB4_NCONFIGS 14
 extern const lab4_config LAB4_CONFIGS[LAB4_NCONFIGS];
 extern const char *const LAB4_CONFIG_WHAT[LAB4_NCONFIGS];
 typedef struct {
     int k, p, s, m, v, cap;
     const char *what;
 } lab4_bad_call;
-#define LAB4_NBAD 10
+#define LAB4_NBAD 11
 extern const lab4_bad_call LAB4_BAD[LAB4_NBAD];
 
 /* A whole plan in a slot: int32 count[p], then stage 0's actions, stage 1's, ... */

@@ -255,7 +255,7 @@ void lab4_config_check(drv_case *c) {
     if (!c->ran) return;
     static const int want[LAB4_NCONFIGS] = {L4_OK,          L4_OK,         L4_ERR_STAGES, L4_ERR_STAGES, L4_ERR_MICRO,
                                             L4_ERR_DIVIDE,  L4_ERR_CHUNKS, L4_ERR_CHUNKS, L4_ERR_CHUNKS, L4_ERR_STAGES,
-                                            L4_ERR_STAGES,  L4_ERR_MICRO,  L4_ERR_CHUNKS};
+                                            L4_ERR_STAGES,  L4_ERR_MICRO,  L4_ERR_CHUNKS, L4_ERR_CHUNKS};
     const int32_t *rc = drv_slot_host(c, "rc");
     for (int i = 0; i < LAB4_NCONFIGS; i++) {
         char what[96];
@@ -268,7 +268,8 @@ void lab4_config_check(drv_case *c) {
 void lab4_sched_err_check(drv_case *c) {
     if (!c->ran) return;
     static const int want[LAB4_NBAD] = {L4_ERR_MICRO,  L4_ERR_STAGES, L4_ERR_STAGES,   L4_ERR_STAGES,   L4_ERR_MICRO,
-                                        L4_ERR_DIVIDE, L4_ERR_CHUNKS, L4_ERR_CAPACITY, L4_ERR_CAPACITY, L4_ERR_CAPACITY};
+                                        L4_ERR_DIVIDE, L4_ERR_CHUNKS, L4_ERR_CAPACITY, L4_ERR_CAPACITY, L4_ERR_CAPACITY,
+                                        L4_ERR_CHUNKS};
     const int32_t *rc = drv_slot_host(c, "rc");
     for (int i = 0; i < LAB4_NBAD; i++)
         if (!drv_check_code(c, rc[i], want[i], LAB4_BAD[i].what, lab4_error_string)) return;

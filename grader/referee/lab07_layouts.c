@@ -117,6 +117,14 @@ static void ask(const l7_lab *L, int which, layouts *q) {
             for (int c = 0; c < nc; c++)
                 for (int w = 1; w <= 8; w++)
                     q->bq[q->nb++] = (l7_bucket_q){.model = mi, .cap = caps[c], .world = w, .max = L7_MAX_BUCKETS};
+            /* out[] exactly as long as the buckets (they fit), and one shorter (they do not) */
+            for (int c = 0; c < nc; c += 3) {
+                l7_bucket tmp[L7_MAX_BUCKETS];
+                int n = l7_ref_buckets(m, caps[c], 2, tmp, L7_MAX_BUCKETS);
+                if (n < 1) continue;
+                q->bq[q->nb++] = (l7_bucket_q){.model = mi, .cap = caps[c], .world = 2, .max = n};
+                q->bq[q->nb++] = (l7_bucket_q){.model = mi, .cap = caps[c], .world = 2, .max = n - 1};
+            }
         }
         /* the errors: world 0, cap 0, no room */
         q->bq[q->nb++] = (l7_bucket_q){.model = 0, .cap = (size_t)L->f->cap, .world = 0, .max = L7_MAX_BUCKETS};
