@@ -399,8 +399,8 @@ test-fresh:
 	  if [ $$rc = 0 ]; then echo "test-fresh: both variants passed"; else echo "test-fresh: FAILED (logs: $(B)/fresh/*.log)"; fi; exit $$rc
 
 # make test-multinode: graded runs across two hosts simulated here (network namespaces, root):
-# Lab 1 solution and starter with mpirun and under a Slurm started on them, Lab 6's training,
-# hostile files and failures (tests/multinode/).
+# Lab 1's solution and starter with mpirun, the solution and a class under a Slurm started on
+# them, Lab 6's training, hostile files and failures (tests/multinode/).
 test-multinode: all
 	@scripts/install-deps.sh --multinode >&2 || echo "paralab: iproute2 or Slurm is missing (above): the checks that need them will fail" >&2
 	@MAKE="$(MAKE)" B="$(B)" tests/multinode/multinode.sh

@@ -24,8 +24,8 @@
 #      Unix socket is on another host), a hostfile naming a host that does not exist, and
 #      the second host dying in the middle of a run
 #   6. a real Slurm started on the hosts (scripts/sim-slurm.sh: slurmctld here, a slurmd on
-#      each host, munge): Lab 1's solution and starter graded inside `salloc -N2 -n4`, the
-#      ranks started by `srun --mpi=pmix`, Lab 0 at 3 ranks on the 2 nodes, and a class of
+#      each host, munge): Lab 1's solution graded inside `salloc -N2 -n4`, the ranks started
+#      by `srun --mpi=pmix`, Lab 0 at 3 ranks on the 2 nodes, and a class of
 #      two (the solution, the starter) through `make grade-class` in one allocation, run by a
 #      course account (as root it is refused in one line: Slurm starts steps for the owner only);
 #      the hostile files of 4 with their ranks started by srun, each under Landlock
@@ -98,7 +98,9 @@ fi
 no_leftovers "solution"
 
 # 2. the starter
-if grade "starter" 600 "$TMP/start.log" lab-1 NP=4 MPIRUN="$MPIRUN_HOSTS" PL_ENGINE_ADDR=10.77.0.1; then
+# (the rubric's small test arguments, RUBRIC_SCALE=1: every case, fast; the solution above ran
+# the full sizes)
+if grade "starter" 600 "$TMP/start.log" lab-1 NP=4 RUBRIC_SCALE=1 MPIRUN="$MPIRUN_HOSTS" PL_ENGINE_ADDR=10.77.0.1; then
     grep -qx 'score: 0 / 100' "$TMP/start.log" && ok "Lab 1's starter across the hosts: its usual score (0 / 100)" ||
         notok "Lab 1's starter across the hosts: its usual score ($(tail -n 1 "$TMP/start.log"))"
 fi
@@ -255,7 +257,9 @@ SLURM_DIR=$PWD/$B/sim-slurm
 if conf=$(scripts/sim-slurm.sh up "$SLURM_DIR" 2 2>"$TMP/slurm-up.log"); then
     export "$conf"
     ok "Slurm up: $(sinfo -h -o '%P %D nodes %t %N' | head -n 1)"
-    if WRAP="salloc -N2 -n4" grade "slurm solution" 600 "$TMP/slurm-sol.log" lab-1 SOLUTION=1 NP=4 \
+    # every case at the rubric's small test arguments (RUBRIC_SCALE=1); the starter under srun
+    # is graded in the class below
+    if WRAP="salloc -N2 -n4" grade "slurm solution" 600 "$TMP/slurm-sol.log" lab-1 SOLUTION=1 NP=4 RUBRIC_SCALE=1 \
         MPIRUN="srun --mpi=pmix -n {np}" PL_ENGINE_ADDR=10.77.0.1; then
         grep -qx 'score: 100 / 100' "$TMP/slurm-sol.log" && ok "Slurm: Lab 1's solution in an allocation of 2 nodes, srun --mpi=pmix: full marks" ||
             notok "Slurm: Lab 1's solution: full marks ($(tail -n 2 "$TMP/slurm-sol.log" | tr '\n' ' '))"
@@ -263,12 +267,6 @@ if conf=$(scripts/sim-slurm.sh up "$SLURM_DIR" 2 2>"$TMP/slurm-up.log"); then
             notok "Slurm: the ranks ran on both nodes ($(grep 'ranks ran on' "$B/reports/lab-1.txt"))"
     fi
     no_leftovers "slurm solution"
-    if WRAP="salloc -N2 -n4" grade "slurm starter" 600 "$TMP/slurm-start.log" lab-1 NP=4 \
-        MPIRUN="srun --mpi=pmix -n {np}" PL_ENGINE_ADDR=10.77.0.1; then
-        grep -qx 'score: 0 / 100' "$TMP/slurm-start.log" && ok "Slurm: Lab 1's starter: its usual score (0 / 100)" ||
-            notok "Slurm: Lab 1's starter: its usual score ($(tail -n 1 "$TMP/slurm-start.log"))"
-    fi
-    no_leftovers "slurm starter"
     if WRAP="salloc -N2 -n3" grade "slurm lab 0" 300 "$TMP/slurm-lab0.log" lab-0 SOLUTION=1 NP=3 \
         MPIRUN="srun --mpi=pmix -n {np}" PL_ENGINE_ADDR=10.77.0.1; then
         grep -qx 'score: 10 / 10' "$TMP/slurm-lab0.log" && ok "Slurm: Lab 0 at 3 ranks on 2 nodes: full marks (srun's topology)" ||
