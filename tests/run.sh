@@ -13,15 +13,9 @@ export CLASS_LOAD=${CLASS_LOAD:-0} # test_class.sh without its run beside a CPU 
 
 PASS=0 FAIL=0
 TMP=$(mktemp -d /tmp/paralab-test.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
 B=build/cpu
 START=$SECONDS
-
-# test_class.sh (three minutes, about one core: its class grader starts a job only while a
-# core is free, and keeps its limits on the quiet clock) runs beside the sections up to its
-# turn below, most of which wait on watchdogs and process start-up; its lines are read then.
-MPIRUN="$MPIRUN" MAKE="$MAKE" timeout 900 tests/grader/test_class.sh >"$TMP/test_class.sh.out" 2>&1 &
-CLASS_PID=$!
-trap 'kill "$CLASS_PID" 2>/dev/null; wait; rm -rf "$TMP"' EXIT
 
 pass() { PASS=$((PASS + 1)); echo "ok - $*"; }
 fail() { FAIL=$((FAIL + 1)); echo "not ok - $*"; }
@@ -191,11 +185,7 @@ for t in tests/*/test_*.sh; do
     [ -x "$t" ] || continue
     section "$(basename "$t")"
     tap_out="$TMP/$(basename "$t").out"
-    if [ "$t" = tests/grader/test_class.sh ]; then
-        wait "$CLASS_PID"
-    else
-        MPIRUN="$MPIRUN" MAKE="$MAKE" timeout 900 "$t" >"$tap_out" 2>&1
-    fi
+    MPIRUN="$MPIRUN" MAKE="$MAKE" timeout 900 "$t" >"$tap_out" 2>&1
     rc=$?
     lines=0
     while IFS= read -r line; do
