@@ -39,7 +39,9 @@ static void put_status(drv_case *c, const lab2_status *st) {
     pl_upload(drv_slot(c, "status"), st, sizeof *st);
     pl_device_sync();
 }
-static void copy_vec(void *dst, const void *src, int64_t n) { pl_copy(dst, src, (size_t)n * sizeof(float), NULL); }
+static void copy_vec(void *dst, const void *src, int64_t n, pl_stream *st) {
+    pl_copy(dst, src, (size_t)n * sizeof(float), st);
+}
 
 /* ---- linear layers ------------------------------------------------------------------------ */
 
@@ -58,10 +60,11 @@ typedef struct {
 static void lin_call(void *arg) {
     lin_args *a = arg;
     bool col = a->s->col, flag = a->s->flag;
-    if (!a->s->bwd) a->rc = col ? tp_column_forward(a->l, a->x, a->y, flag, NULL) : tp_row_forward(a->l, a->x, a->y, flag, NULL);
-    else a->rc = col ? tp_column_backward(a->l, a->x, a->dy, a->dx, flag, NULL)
-                     : tp_row_backward(a->l, a->x, a->dy, a->dx, flag, NULL);
-    drv_consume(a->c, NULL, a->out, NULL);
+    pl_stream *st = drv_stream(a->c);
+    if (!a->s->bwd) a->rc = col ? tp_column_forward(a->l, a->x, a->y, flag, st) : tp_row_forward(a->l, a->x, a->y, flag, st);
+    else a->rc = col ? tp_column_backward(a->l, a->x, a->dy, a->dx, flag, st)
+                     : tp_row_backward(a->l, a->x, a->dy, a->dx, flag, st);
+    drv_consume(a->c, st, a->out, NULL);
 }
 
 void lin_play(drv_case *c) {
@@ -78,11 +81,12 @@ void lin_play(drv_case *c) {
     if (!drv_everyone(st.w_rows == s.ol && st.w_cols == s.il && st.w_data && st.b_data && st.grads_ok)) goto out;
     tp_copy_2d(slot_t(c, "w_init", s.ol, s.il, s.il), l->w, NULL);
     tp_copy_2d(l->w, slot_t(c, "w", s.ol, s.il, s.il), NULL);
-    if (s.bias) copy_vec(drv_slot(c, "b_init"), l->b, s.blen), copy_vec(l->b, drv_slot(c, "b"), s.blen);
+    if (s.bias) copy_vec(drv_slot(c, "b_init"), l->b, s.blen, NULL), copy_vec(l->b, drv_slot(c, "b"), s.blen, NULL);
     if (s.bwd) {
         tp_copy_2d(l->dw, slot_t(c, "dw", s.ol, s.il, s.il), NULL);
-        if (s.bias) copy_vec(l->db, drv_slot(c, "db"), s.blen);
+        if (s.bias) copy_vec(l->db, drv_slot(c, "db"), s.blen, NULL);
     }
+    pl_device_sync(); /* init's work and these copies are done before the calls */
     /* the calls, the last one measured (a second step accumulates into the same gradients) */
     for (int k = 1; k <= s.steps; k++) {
         lin_args a = {.c = c, .s = &s, .l = l, .x = slot_t(c, lab2_step_slot(name, sizeof name, "x", k), s.T, s.xcols, s.xld)};
@@ -98,9 +102,9 @@ void lin_play(drv_case *c) {
         if (!st.call_rc) st.call_rc = a.rc;
     }
     st.called = 1;
-    if (s.bwd) {
-        tp_copy_2d(slot_t(c, "dw", s.ol, s.il, s.il), l->dw, NULL);
-        if (s.bias) copy_vec(drv_slot(c, "db"), l->db, s.blen);
+    if (s.bwd) { /* the gradients, read on the calls' stream too */
+        tp_copy_2d(slot_t(c, "dw", s.ol, s.il, s.il), l->dw, drv_stream(c));
+        if (s.bias) copy_vec(drv_slot(c, "db"), l->db, s.blen, drv_stream(c));
     }
 out:
     put_status(c, &st);
@@ -121,14 +125,15 @@ static bool mlp_ready(drv_case *c, const lab2_mlp *s, tp_mlp *m, lab2_status *st
     if (!drv_everyone(ok)) return false;
     if (drv_slot_bytes(c, "w1_init")) {
         tp_copy_2d(slot_t(c, "w1_init", s->fl, s->d, s->d), f1->w, NULL);
-        copy_vec(drv_slot(c, "b1_init"), f1->b, s->fl);
+        copy_vec(drv_slot(c, "b1_init"), f1->b, s->fl, NULL);
         tp_copy_2d(slot_t(c, "w2_init", s->d, s->fl, s->fl), f2->w, NULL);
-        copy_vec(drv_slot(c, "b2_init"), f2->b, s->d);
+        copy_vec(drv_slot(c, "b2_init"), f2->b, s->d, NULL);
     }
     tp_copy_2d(f1->w, slot_t(c, "w1", s->fl, s->d, s->d), NULL);
-    copy_vec(f1->b, drv_slot(c, "b1"), s->fl);
+    copy_vec(f1->b, drv_slot(c, "b1"), s->fl, NULL);
     tp_copy_2d(f2->w, slot_t(c, "w2", s->d, s->fl, s->fl), NULL);
-    copy_vec(f2->b, drv_slot(c, "b2"), s->d);
+    copy_vec(f2->b, drv_slot(c, "b2"), s->d, NULL);
+    pl_device_sync(); /* init's work and these copies are done before the calls */
     return true;
 }
 
@@ -143,20 +148,23 @@ typedef struct {
 
 static void mlp_call(void *arg) {
     mlp_args *a = arg;
-    a->rc = a->bwd ? tp_mlp_backward(a->m, a->x, a->dy, a->dx, NULL) : tp_mlp_forward(a->m, a->x, a->y, NULL);
-    drv_consume(a->c, NULL, a->out, NULL);
+    pl_stream *st = drv_stream(a->c);
+    a->rc = a->bwd ? tp_mlp_backward(a->m, a->x, a->dy, a->dx, st) : tp_mlp_forward(a->m, a->x, a->y, st);
+    drv_consume(a->c, st, a->out, NULL);
 }
 
 /* The gradients between the slots and the layers: in before the backward, out after. */
 static void mlp_grads(drv_case *c, const lab2_mlp *s, tp_mlp *m, bool in) {
     pl_tensor dw1 = slot_t(c, "dw1", s->fl, s->d, s->d), dw2 = slot_t(c, "dw2", s->d, s->fl, s->fl);
     float *db1 = drv_slot_f(c, "db1"), *db2 = drv_slot_f(c, "db2");
-    if (in) {
-        tp_copy_2d(m->fc1.dw, dw1, NULL), copy_vec(m->fc1.db, db1, s->fl);
-        tp_copy_2d(m->fc2.dw, dw2, NULL), copy_vec(m->fc2.db, db2, s->d);
-    } else {
-        tp_copy_2d(dw1, m->fc1.dw, NULL), copy_vec(db1, m->fc1.db, s->fl);
-        tp_copy_2d(dw2, m->fc2.dw, NULL), copy_vec(db2, m->fc2.db, s->d);
+    if (in) { /* then synced: the calls start from them */
+        tp_copy_2d(m->fc1.dw, dw1, NULL), copy_vec(m->fc1.db, db1, s->fl, NULL);
+        tp_copy_2d(m->fc2.dw, dw2, NULL), copy_vec(m->fc2.db, db2, s->d, NULL);
+        pl_device_sync();
+    } else { /* read on the calls' stream as the last one returns */
+        pl_stream *st = drv_stream(c);
+        tp_copy_2d(dw1, m->fc1.dw, st), copy_vec(db1, m->fc1.db, s->fl, st);
+        tp_copy_2d(dw2, m->fc2.dw, st), copy_vec(db2, m->fc2.db, s->d, st);
     }
 }
 
@@ -180,7 +188,7 @@ void mlp_play(drv_case *c) {
     mlp_grads(c, &s, &p->m, true);
     for (int k = 1; k <= s.steps; k++) {
         mlp_args a = {.c = c, .m = &p->m, .bwd = true, .x = slot_t(c, lab2_step_slot(name, sizeof name, "x", k), s.T, s.d, s.d)};
-        int rc = tp_mlp_forward(&p->m, a.x, pl_tensor_view(p->y_fwd, s.T, s.d), NULL);
+        int rc = tp_mlp_forward(&p->m, a.x, pl_tensor_view(p->y_fwd, s.T, s.d), drv_stream(c));
         if (!st.fwd_rc) st.fwd_rc = rc;
         if (!drv_everyone(rc == TP_OK)) goto out;
         a.dy = slot_t(c, lab2_step_slot(name, sizeof name, "dy", k), s.T, s.d, s.d);
@@ -220,19 +228,19 @@ static void err_call(void *arg) {
     case LAB2_E_COLUMN_INIT: a->rc = tp_linear_init(l, TP_COLUMN, k, k + 1, true, a->seed, LAB2_W_ID, w); break;
     case LAB2_E_ROW_INIT: a->rc = tp_linear_init(l, TP_ROW, k + 1, k, true, a->seed, LAB2_W_ID, w); break;
     case LAB2_E_MLP_INIT: a->rc = tp_mlp_init(&a->p->m, k, k + 1, 4, a->seed, LAB2_MLP_ID, w); break;
-    case LAB2_E_ROW_FORWARD: a->rc = tp_row_forward(l, err_t(c, "x", e.x), err_t(c, "y", e.y), true, NULL); break;
-    case LAB2_E_COLUMN_FORWARD: a->rc = tp_column_forward(l, err_t(c, "x", e.x), err_t(c, "y", e.y), false, NULL); break;
+    case LAB2_E_ROW_FORWARD: a->rc = tp_row_forward(l, err_t(c, "x", e.x), err_t(c, "y", e.y), true, drv_stream(c)); break;
+    case LAB2_E_COLUMN_FORWARD: a->rc = tp_column_forward(l, err_t(c, "x", e.x), err_t(c, "y", e.y), false, drv_stream(c)); break;
     case LAB2_E_COLUMN_BACKWARD:
     case LAB2_E_COLUMN_BACKWARD_DY:
-        a->rc = tp_column_backward(l, err_t(c, "x", e.x), err_t(c, "dy", e.dy), err_t(c, "dx", e.dx), false, NULL);
+        a->rc = tp_column_backward(l, err_t(c, "x", e.x), err_t(c, "dy", e.dy), err_t(c, "dx", e.dx), false, drv_stream(c));
         break;
     case LAB2_E_ROW_BACKWARD:
     case LAB2_E_ROW_BACKWARD_DY:
-        a->rc = tp_row_backward(l, err_t(c, "x", e.x), err_t(c, "dy", e.dy), err_t(c, "dx", e.dx), true, NULL);
+        a->rc = tp_row_backward(l, err_t(c, "x", e.x), err_t(c, "dy", e.dy), err_t(c, "dx", e.dx), true, drv_stream(c));
         break;
-    case LAB2_E_MLP_FORWARD: a->rc = tp_mlp_forward(&a->p->m, err_t(c, "x", e.x), err_t(c, "y", e.y), NULL); break;
+    case LAB2_E_MLP_FORWARD: a->rc = tp_mlp_forward(&a->p->m, err_t(c, "x", e.x), err_t(c, "y", e.y), drv_stream(c)); break;
     default:
-        a->rc = tp_mlp_backward(&a->p->m, err_t(c, "x", e.x), err_t(c, "dy", e.dy), err_t(c, "dx", e.dx), NULL);
+        a->rc = tp_mlp_backward(&a->p->m, err_t(c, "x", e.x), err_t(c, "dy", e.dy), err_t(c, "dx", e.dx), drv_stream(c));
     }
 }
 
@@ -254,7 +262,7 @@ void err_play(drv_case *c) {
     if (!drv_everyone(st.init_rc == TP_OK)) goto out;
     if (which == LAB2_E_MLP_BACKWARD) {
         p->y_fwd = pl_malloc_floats((size_t)(e.x[0] * e.x[1]));
-        st.fwd_rc = tp_mlp_forward(&p->m, err_t(c, "x", e.x), pl_tensor_view(p->y_fwd, e.x[0], e.x[1]), NULL);
+        st.fwd_rc = tp_mlp_forward(&p->m, err_t(c, "x", e.x), pl_tensor_view(p->y_fwd, e.x[0], e.x[1]), drv_stream(c));
         if (!drv_everyone(st.fwd_rc == TP_OK)) goto out;
     }
     drv_measure_slot(c, "counters", err_call, &a);
@@ -267,8 +275,8 @@ out:
 
 void lab2_step_run(void *arg) {
     lab2_step *a = arg;
-    tp_mlp_forward(&a->m, a->x, a->y, NULL);
-    tp_mlp_backward(&a->m, a->x, a->dy, a->dx, NULL);
+    tp_mlp_forward(&a->m, a->x, a->y, a->st);
+    tp_mlp_backward(&a->m, a->x, a->dy, a->dx, a->st);
 }
 
 void scal_play(drv_case *c) {
@@ -281,6 +289,7 @@ void scal_play(drv_case *c) {
     if (!drv_everyone(st.init_rc == TP_OK) || !mlp_ready(c, &s, &a->m, &st)) goto out;
     a->x = slot_t(c, "x", s.T, s.d, s.d), a->y = slot_t(c, "y", s.T, s.d, s.d);
     a->dy = slot_t(c, "dy", s.T, s.d, s.d), a->dx = slot_t(c, "dx", s.T, s.d, s.d);
+    a->st = drv_stream(c);
     size_t first = pl_trace_count();
     drv_measure_slot(c, "counters", lab2_step_run, a);
     st.called = 1;
@@ -307,27 +316,28 @@ static void ref_init(lab2_play *p, int T, int d, int fl) {
                     (size_t)fl, (size_t)fl, (size_t)d, (size_t)d};
     for (int i = 0; i < 16; i++) {
         p->ref[i] = pl_malloc_floats(n[i]);
-        pl_fill(p->ref[i], 0.01f, n[i], NULL);
+        pl_fill(p->ref[i], 0.01f, n[i], p->step.st);
     }
 }
 static void ref_run(lab2_play *p) {
     int T = p->ref_T, d = p->ref_d, fl = p->ref_fl;
     float **b = p->ref;
     pl_comm *w = pl_comm_world();
-    pl_gemm(false, true, T, fl, d, 1, b[RX], d, b[RW1], d, 0, b[RH], fl, NULL);
-    kern_bias_forward(b[RH], b[RB1], T, fl, NULL);
-    kern_gelu_forward(b[RA], b[RH], (size_t)T * fl, NULL);
-    pl_gemm(false, true, T, d, fl, 1, b[RA], fl, b[RW2], fl, 0, b[RY], d, NULL);
-    pl_allreduce(b[RY], b[RY], (size_t)T * d, PL_SUM, w, NULL);
-    kern_bias_forward(b[RY], b[RB2], T, d, NULL);
-    kern_bias_backward(b[RDB2], b[RDY], T, d, NULL);
-    pl_gemm(false, false, T, fl, d, 1, b[RDY], d, b[RW2], fl, 0, b[RDA], fl, NULL);
-    pl_gemm(true, false, d, fl, T, 1, b[RDY], d, b[RA], fl, 1, b[RDW2], fl, NULL);
-    kern_gelu_backward(b[RDH], b[RDA], b[RH], (size_t)T * fl, NULL);
-    kern_bias_backward(b[RDB1], b[RDH], T, fl, NULL);
-    pl_gemm(false, false, T, d, fl, 1, b[RDH], fl, b[RW1], d, 0, b[RDX], d, NULL);
-    pl_gemm(true, false, fl, d, T, 1, b[RDH], fl, b[RX], d, 1, b[RDW1], d, NULL);
-    pl_allreduce(b[RDX], b[RDX], (size_t)T * d, PL_SUM, w, NULL);
+    pl_stream *st = p->step.st; /* the stream the student's step is given */
+    pl_gemm(false, true, T, fl, d, 1, b[RX], d, b[RW1], d, 0, b[RH], fl, st);
+    kern_bias_forward(b[RH], b[RB1], T, fl, st);
+    kern_gelu_forward(b[RA], b[RH], (size_t)T * fl, st);
+    pl_gemm(false, true, T, d, fl, 1, b[RA], fl, b[RW2], fl, 0, b[RY], d, st);
+    pl_allreduce(b[RY], b[RY], (size_t)T * d, PL_SUM, w, st);
+    kern_bias_forward(b[RY], b[RB2], T, d, st);
+    kern_bias_backward(b[RDB2], b[RDY], T, d, st);
+    pl_gemm(false, false, T, fl, d, 1, b[RDY], d, b[RW2], fl, 0, b[RDA], fl, st);
+    pl_gemm(true, false, d, fl, T, 1, b[RDY], d, b[RA], fl, 1, b[RDW2], fl, st);
+    kern_gelu_backward(b[RDH], b[RDA], b[RH], (size_t)T * fl, st);
+    kern_bias_backward(b[RDB1], b[RDH], T, fl, st);
+    pl_gemm(false, false, T, d, fl, 1, b[RDH], fl, b[RW1], d, 0, b[RDX], d, st);
+    pl_gemm(true, false, fl, d, T, 1, b[RDH], fl, b[RX], d, 1, b[RDW1], d, st);
+    pl_allreduce(b[RDX], b[RDX], (size_t)T * d, PL_SUM, w, st);
 }
 
 /* which = 0: the student's step on the slots; 1: the same work issued directly. */

@@ -90,23 +90,24 @@ void lab3_errors_play(drv_case *c) {
 typedef struct {
     lab3_play *q;
     float *x, *y, *dy, *dx;
+    pl_stream *st; /* the stream the calls are given (drv_stream) */
 } block_args;
 
 static void block_fwd(void *arg) {
     block_args *b = arg;
-    mg_block_forward(&b->q->k, &b->q->p[0], b->q->a[0], b->y, b->x, NULL);
+    mg_block_forward(&b->q->k, &b->q->p[0], b->q->a[0], b->y, b->x, b->st);
 }
 static void block_bwd(void *arg) {
     block_args *b = arg;
-    mg_block_backward(&b->q->k, &b->q->p[0], &b->q->g[0], b->q->a[0], b->dx, b->dy, NULL);
+    mg_block_backward(&b->q->k, &b->q->p[0], &b->q->g[0], b->q->a[0], b->dx, b->dy, b->st);
 }
 static void block_sync(void *arg) {
     block_args *b = arg;
-    mg_sync_sp_grads(&b->q->k, &b->q->g[0], NULL);
+    mg_sync_sp_grads(&b->q->k, &b->q->g[0], b->st);
 }
 static block_args block_slots(drv_case *c, lab3_play *q, bool bwd) {
     return (block_args){q, drv_slot_f(c, "x"), drv_slot_f(c, "y"), bwd ? drv_slot_f(c, "dy") : NULL,
-                        bwd ? drv_slot_f(c, "dx") : NULL};
+                        bwd ? drv_slot_f(c, "dx") : NULL, drv_stream(c)};
 }
 
 void lab3_block_play(drv_case *c) {
@@ -123,6 +124,7 @@ void lab3_block_play(drv_case *c) {
     if (what == FORWARD) pl_fill(q->g[0].base, 0, q->count, NULL);
     else pl_copy(q->g[0].base, drv_slot(c, "g"), q->count * sizeof(float), NULL);
     q->a[0] = mg_acts_alloc(&q->k);
+    pl_device_sync(); /* the copies above are done before the calls */
     block_args b = block_slots(c, q, what != FORWARD);
     if (what == COMM) {
         drv_measure_slot(c, "cf", block_fwd, &b);
@@ -130,18 +132,19 @@ void lab3_block_play(drv_case *c) {
         drv_measure_slot(c, "cs", block_sync, &b);
     } else { /* the outputs read on the calls' stream as they return (drv_consume) */
         block_fwd(&b);
-        if (what == FORWARD) drv_consume(c, NULL, "y", NULL);
+        if (what == FORWARD) drv_consume(c, drv_stream(c), "y", NULL);
         if (what == BACKWARD) { /* a second step into the same gradients, then the sync */
             block_bwd(&b);
-            drv_consume(c, NULL, "dx", NULL);
-            block_args b2 = {q, drv_slot_f(c, "x.2"), b.y, drv_slot_f(c, "dy.2"), drv_slot_f(c, "dx.2")};
+            drv_consume(c, drv_stream(c), "dx", NULL);
+            block_args b2 = {q, drv_slot_f(c, "x.2"), b.y, drv_slot_f(c, "dy.2"), drv_slot_f(c, "dx.2"), b.st};
             block_fwd(&b2);
             block_bwd(&b2);
             block_sync(&b);
-            drv_consume(c, NULL, "y", "dx.2", NULL);
+            drv_consume(c, drv_stream(c), "y", "dx.2", NULL);
         }
     }
-    if (what != FORWARD) pl_copy(drv_slot(c, "g"), q->g[0].base, q->count * sizeof(float), NULL);
+    if (what != FORWARD) /* the gradients, read on the calls' stream too */
+        pl_copy(drv_slot(c, "g"), q->g[0].base, q->count * sizeof(float), drv_stream(c));
     st.called = 1;
 out:
     put_status(c, &st);
@@ -205,8 +208,9 @@ void lab3_train_play(drv_case *c) {
     }
     float *y = drv_slot_f(c, "y");
     q->dx = pl_malloc_floats(NlC), q->dy = pl_malloc_floats(NlC);
-    mg_stack_forward(&q->k, L, q->p, q->a, y, drv_slot_f(c, "x"), NULL);
-    drv_consume(c, NULL, "y", NULL);
+    pl_device_sync(); /* the copies above are done before the calls */
+    mg_stack_forward(&q->k, L, q->p, q->a, y, drv_slot_f(c, "x"), drv_stream(c));
+    drv_consume(c, drv_stream(c), "y", NULL);
     pl_device_sync();
     /* the driver's loss 0.5 mean((y - target)^2): its gradient (y - target) / (N C) */
     float *got = malloc(NlC * sizeof(float) + 4), *tgt = malloc(NlC * sizeof(float) + 4);
@@ -216,10 +220,13 @@ void lab3_train_play(drv_case *c) {
     for (size_t i = 0; i < NlC; i++) got[i] = (float)(((double)got[i] - tgt[i]) / (double)NC);
     pl_upload(q->dy, got, NlC * sizeof(float));
     free(got), free(tgt);
-    mg_stack_backward(&q->k, L, q->p, q->g, q->a, q->dx, q->dy, NULL);
-    mg_sgd_step(&q->k, L, q->p, q->g, LAB3_LR, NULL);
+    pl_device_sync(); /* dy, uploaded */
+    mg_stack_backward(&q->k, L, q->p, q->g, q->a, q->dx, q->dy, drv_stream(c));
+    mg_sgd_step(&q->k, L, q->p, q->g, LAB3_LR, drv_stream(c));
     size_t bytes = q->count * sizeof(float);
-    for (int l = 0; l < L; l++) pl_copy((char *)drv_slot(c, "p_new") + (size_t)l * bytes, q->p[l].base, bytes, NULL);
+    /* the new parameters, read on the calls' stream as the step returns */
+    for (int l = 0; l < L; l++)
+        pl_copy((char *)drv_slot(c, "p_new") + (size_t)l * bytes, q->p[l].base, bytes, drv_stream(c));
     st.called = 1;
     put_status(c, &st);
 }

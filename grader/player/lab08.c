@@ -254,16 +254,16 @@ void l8_embed_play(drv_case *c) {
     pl_trace_clear();
     drv_mark(L8_MARK_FIRST, false);
     td_embed_forward(drv_slot_f(c, "x"), drv_slot_f(c, "wte"), drv_slot_f(c, "wpe"), tokens, S->T, S->b, S->C, S->V,
-                     g.tensor, NULL);
-    drv_consume(c, NULL, "x", NULL); /* read on the call's stream as it returns */
+                     g.tensor, drv_stream(c));
+    drv_consume(c, drv_stream(c), "x", NULL); /* read on the call's stream as it returns */
     pl_device_sync();
     drv_mark(L8_MARK_FIRST, true);
     l8_tally_trace(&g, 0, tally[0]);
     size_t from = pl_trace_count();
     drv_mark(L8_MARK_SECOND, false);
     td_embed_backward(drv_slot_f(c, "dwte"), drv_slot_f(c, "dwpe"), drv_slot_f(c, "dx"), tokens, S->T, S->b, S->C, S->V,
-                      g.tensor, NULL);
-    drv_consume(c, NULL, "dwte", "dwpe", NULL);
+                      g.tensor, drv_stream(c));
+    drv_consume(c, drv_stream(c), "dwte", "dwpe", NULL);
     pl_device_sync();
     drv_mark(L8_MARK_SECOND, true);
     l8_tally_trace(&g, from, tally[1]);
@@ -286,8 +286,8 @@ void l8_xent_play(drv_case *c) {
     pl_device_sync();
     pl_trace_clear();
     drv_mark(L8_MARK_FIRST, false);
-    td_xent(drv_slot_f(c, "dlogits"), losses, drv_slot_f(c, "logits"), targets, N, S->V, scale, g.tensor, NULL);
-    drv_consume(c, NULL, "dlogits", NULL);
+    td_xent(drv_slot_f(c, "dlogits"), losses, drv_slot_f(c, "logits"), targets, N, S->V, scale, g.tensor, drv_stream(c));
+    drv_consume(c, drv_stream(c), "dlogits", NULL);
     pl_device_sync();
     drv_mark(L8_MARK_FIRST, true);
     l8_tally_trace(&g, 0, tally);

@@ -100,9 +100,10 @@ void lab9_play(drv_case *c) {
     s->cfg = (moe_config){cf->tokens, cf->hidden, cf->ffn, cf->experts, cf->top_k, cf->capacity_factor, cf->aux_alpha,
                           pl_comm_world()};
     size_t t0 = pl_trace_count(), t1 = t0;
-    /* the calls run on the comm stream, the caller's: their outputs are read on it once
-     * they return (drv_consume), so work left on another stream has not delivered */
-    pl_stream *st = pl_stream_comm();
+    /* the calls run on the caller's stream (drv_stream: comm on some ranks, the default
+     * on the others): their outputs are read on it once they return (drv_consume), so work
+     * left on the other stream, or on the default one instead of it, has not delivered */
+    pl_stream *st = drv_stream(c);
     switch (p.kind) {
     case K_CONFIG: {
         int32_t *code = host_view(c, "code", true);

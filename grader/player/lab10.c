@@ -107,9 +107,10 @@ void lab10_play(drv_case *c) {
                      pl_comm_world()};
     pl_trace_clear(); /* the trace holds this case's calls only */
     size_t t0 = pl_trace_count();
-    /* the calls run on the comm stream, the caller's: their outputs are read on it once
-     * they return (drv_consume), so work left on another stream has not delivered */
-    pl_stream *st = pl_stream_comm();
+    /* the calls run on the caller's stream (drv_stream: comm on some ranks, the default
+     * on the others): their outputs are read on it once they return (drv_consume), so work
+     * left on the other stream, or on the default one instead of it, has not delivered */
+    pl_stream *st = drv_stream(c);
     switch (p.kind) {
     case K_BLOCK: play_block(c, &p, &cfg, st); break;
     case K_MERGE: {

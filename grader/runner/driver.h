@@ -533,6 +533,12 @@ void drv_name_comm(pl_comm *c, int label);
  * the case fails as it would on a GPU; on eager streams and on cuda it reads nothing. Only
  * in play(); elsewhere it does nothing. */
 void drv_consume(drv_case *c, pl_stream *s, ...);
+/* The stream a lab whose API takes one gives the calls of case c on this rank: the comm
+ * stream on some ranks, the compute stream (the default, NULL) on the others, chosen by
+ * rank and case so that every case with two ranks or more sees both. Work a call issues on
+ * the default stream instead of the one it was given, and work it leaves on the comm
+ * stream without making the given one wait, are then both missing when drv_consume reads. */
+pl_stream *drv_stream(const drv_case *c);
 /* True when every rank's player passes true: a host reduction that no counter sees, so
  * that the ranks stop a multi-step play() together when a step failed on one of them
  * (control flow only: verdicts are the referee's). */
