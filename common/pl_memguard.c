@@ -36,6 +36,7 @@ static void *alloc(size_t bytes, const char *file, int line, const void *caller)
     char *p = raw + (guarded ? PL_GUARD_BYTES : 0);
     if (guarded) {
         pl_dev->memset(raw, PL_GUARD_BYTE, PL_GUARD_BYTES, NULL);
+        pl_dev->memset(p, PL_FRESH_BYTE, bytes, NULL);
         pl_dev->memset(p + bytes, PL_GUARD_BYTE, PL_GUARD_BYTES, NULL);
     }
     pl_alloc_info a = {.ptr = p, .bytes = bytes, .file = file, .line = line,

@@ -30,6 +30,11 @@ extern "C" {
 /* Alignment-preserving on both backends (cudaMalloc gives 256-byte alignment). */
 #define PL_GUARD_BYTES 256
 #define PL_GUARD_BYTE 0xFB /* as a float 0xFBFBFBFB = -2.6e36: no result looks like it */
+/* What a checked allocation holds before anything writes it: NaN as a float, a double or a
+ * bf16, -1 as an integer, as cudaMalloc's memory may hold anything; code that reads memory
+ * it never wrote (gradients never zeroed, padding assumed zero) gives a visibly wrong
+ * result instead of passing wherever the allocator happened to return zeros. */
+#define PL_FRESH_BYTE 0xFF
 
 typedef struct {
     const void *ptr;    /* what the allocation returned                                */

@@ -80,6 +80,8 @@ void lin_play(drv_case *c) {
     st.grads_ok = l->dw.rows == s.ol && l->dw.cols == s.il && l->dw.data && (!s.bias || l->db);
     if (!drv_everyone(st.w_rows == s.ol && st.w_cols == s.il && st.w_data && st.b_data && st.grads_ok)) goto out;
     tp_copy_2d(slot_t(c, "w_init", s.ol, s.il, s.il), l->w, NULL);
+    tp_copy_2d(slot_t(c, "dw_init", s.ol, s.il, s.il), l->dw, NULL);
+    if (s.bias) copy_vec(drv_slot(c, "db_init"), l->db, s.blen, NULL);
     tp_copy_2d(l->w, slot_t(c, "w", s.ol, s.il, s.il), NULL);
     if (s.bias) copy_vec(drv_slot(c, "b_init"), l->b, s.blen, NULL), copy_vec(l->b, drv_slot(c, "b"), s.blen, NULL);
     if (s.bwd) {

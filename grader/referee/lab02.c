@@ -149,9 +149,11 @@ void lin_setup(drv_case *c) {
     st->b = lab2_master(1, s.out, sec, LAB2_W_ID + 1, true, bound);
     common_slots(c);
     drv_slot_new(c, "w_init", (size_t)(s.ol * s.il) * sizeof(float), DRV_OUT);
+    drv_slot_new(c, "dw_init", (size_t)(s.ol * s.il) * sizeof(float), DRV_OUT);
     block_slot(c, "w", DRV_IN | DRV_CONST, st->W, s.in, s.r0, s.ol, s.c0, s.il, 0, 0);
     if (s.bias) {
         drv_slot_new(c, "b_init", (size_t)s.blen * sizeof(float), DRV_OUT);
+        drv_slot_new(c, "db_init", (size_t)s.blen * sizeof(float), DRV_OUT);
         block_slot(c, "b", DRV_IN | DRV_CONST, st->b, s.out, 0, 1, s.b0, s.blen, 0, 0);
     }
     /* inputs and outputs are strided views (ld > cols) wherever the API allows, as a real
@@ -194,6 +196,15 @@ static bool lin_init_ok(drv_case *c, const lab2_lin *s, const lab2_status *ps) {
     float bound = lab2_init_bound(s->in);
     check_init(c, "weight shard w", "w_init", s->ol, s->il, s->in, s->r0, s->c0, LAB2_W_ID, bound);
     if (s->bias) check_init(c, "bias shard b", "b_init", 1, s->blen, s->out, 0, s->b0, LAB2_W_ID + 1, bound);
+    /* the gradients start at zero: the first backward adds to them (in checked runs fresh
+     * memory holds NaN, not the zeros an allocator may happen to return) */
+    float *z = zeros(s->ol * s->il);
+    drv_check_strided(c, "gradient dw as init left it (zeroed)", drv_slot_host(c, "dw_init"), (size_t)s->il, z,
+                      (size_t)s->ol, (size_t)s->il, true);
+    if (s->bias)
+        drv_check_strided(c, "gradient db as init left it (zeroed)", drv_slot_host(c, "db_init"), (size_t)s->blen, z, 1,
+                          (size_t)s->blen, true);
+    free(z);
     return true;
 }
 
