@@ -4,6 +4,7 @@
  * buffers after the step, the loss, and the player's own account of the step (its stash,
  * rebuilds, peers, the order of the model's regions and the idle share from its trace, the
  * cost model's replay). errors.plan runs the broken plans. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -278,7 +279,7 @@ void lab4_play_run(drv_case *c) {
     pl_trace_clear();
     uint64_t rec0 = gpt_recompute_count();
     size_t in_use = pl_mem_in_use();
-    exec_args x = {&st, &plan, &batch, 0, 0};
+    exec_args x = {&st, &plan, &batch, NAN, 0}; /* *loss is pp_execute's to set on every stage */
     pl_metrics met;
     drv_measure(exec_fn, &x, &met);
     r->rc = x.rc;
