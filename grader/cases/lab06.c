@@ -66,9 +66,10 @@ size_t lab6_total(int h) { return lab6_offset(h, LAB6_NPARAMS); }
 
 /* ---- caps ---- */
 
-const lab6_caps LAB6_CAPS[8] = {{"default", 0, 0, 0},    {"two", 25, 0.01, 0},       {"three", 0.015, 0.001, 0},
+/* "negative": cap_mb <= 0 means the default, not only 0 */
+const lab6_caps LAB6_CAPS[9] = {{"default", 0, 0, 0},    {"two", 25, 0.01, 0},       {"three", 0.015, 0.001, 0},
                                 {"many", 1e-6, 1e-6, 0}, {"boundary", 0, 0, 99},      {"boundary-1", 0, 0, -1},
-                                {"boundary+1", 0, 0, 1}, {"boundary+half", 0, 0, 0.5}};
+                                {"boundary+1", 0, 0, 1}, {"boundary+half", 0, 0, 0.5}, {"negative", -1, -0.5, 0}};
 
 /* Boundary caps: the first bucket exactly b3, the others exactly W3 + b2 (reverse order),
  * or one byte less or more: a cap one byte short still closes the bucket there, one more

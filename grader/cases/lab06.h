@@ -68,7 +68,7 @@ typedef struct {
     double cap, first; /* MiB */
     double boundary;
 } lab6_caps;
-extern const lab6_caps LAB6_CAPS[8];
+extern const lab6_caps LAB6_CAPS[9];
 enum { C_DEFAULT, C_TWO, C_THREE, C_MANY };
 /* The caps of case k at hidden width h, boundary caps resolved: the first bucket exactly
  * b3, the others exactly W3 + b2, or a byte less or more, in MiB. */
