@@ -93,17 +93,20 @@ int lab6_nsteps(int kind) {
     case RUN_LAYOUT: return 0;
     case RUN_ACCUM: return 3;
     case RUN_WHEN: return 5;
+    case RUN_LATE: return 3;
     default: return g_flags6.steps;
     }
 }
 
 bool lab6_step_syncs(int kind, int k) {
     if (kind == RUN_NOSYNC) return k % 3 == 2;
+    if (kind == RUN_LATE) return k != 0;
     return kind != RUN_WHEN || k != 1;
 }
 bool lab6_step_accumulates(int kind, int k) {
     if (kind == RUN_NOSYNC) return k % 3 > 0;
     if (kind == RUN_WHEN) return k == 2;
+    if (kind == RUN_LATE) return k == 1;
     return kind == RUN_ACCUM;
 }
 bool lab6_step_optimizes(int kind, int k) { return lab6_step_syncs(kind, k); }
@@ -112,6 +115,9 @@ bool lab6_step_optimizes(int kind, int k) { return lab6_step_syncs(kind, k); }
  * run goes on with orders that a second rebuild, or one recorded later, would follow: b3
  * before W3 on every rank in the no_sync micro-step, b1 before W1 in the third synced one. */
 unsigned lab6_bias_first(int kind, int k, int rank) {
+    /* rebuild.late: the natural order in the no_sync micro-step, then rank 0 b3 before W3
+     * (the others b2 before W2) in the first synced one, the order its rebuild follows */
+    if (kind == RUN_LATE) return k != 1 ? 0 : rank == 0 ? 1u << 2 : 1u << 1;
     if (kind != RUN_REBUILD && kind != RUN_WHEN) return 0;
     if (k == 0) return rank != 0 ? 1u << 1 : 0;
     if (kind == RUN_WHEN && k == 1) return 1u << 2;
@@ -173,7 +179,7 @@ static void plan_accum(const drv_test *t, drv_plan *p) {
 
 static void plan_when(const drv_test *t, drv_plan *p) {
     drv_instance *in = drv_plan_add(p, t, "%s", t->name);
-    in->arg[0] = LAB6_OVERLAP, in->arg[1] = RUN_WHEN, in->arg[2] = C_THREE;
+    in->arg[0] = LAB6_OVERLAP, in->arg[1] = strcmp(t->name, "rebuild.late") ? RUN_WHEN : RUN_LATE, in->arg[2] = C_THREE;
 }
 
 #define TRAIN_ROW(nm, grp, planfn, checkfn)                                                                   \
@@ -194,6 +200,7 @@ static const drv_test TESTS[] = {
     TRAIN_ROW("accumulate", "nosync", plan_accum, lab6_accum_check),
     TRAIN_ROW("rebuild.nosync", "rebuild", plan_when, lab6_when_nosync_check),
     TRAIN_ROW("rebuild.once", "rebuild", plan_when, lab6_when_once_check),
+    TRAIN_ROW("rebuild.late", "rebuild", plan_when, lab6_when_late_check),
     {NULL},
 };
 

@@ -84,6 +84,8 @@ enum {
                       zeroed (the model adds): ddp_init and the rebuild keep what they hold */
     RUN_WHEN,      /* rebuild.nosync, rebuild.once: 5 micro-steps (synced, no_sync, synced,
                       synced, synced), each rank's order changing, the layout before each  */
+    RUN_LATE,      /* rebuild.late: 3 micro-steps (no_sync, synced, synced): the first
+                      synced backward is iteration 0, the no_sync one before it none       */
 };
 
 /* The (micro-)steps of a case, and whether each synchronises / accumulates. */
@@ -157,6 +159,7 @@ void lab6_rebuild_check(drv_case *c);
 void lab6_accum_check(drv_case *c);
 void lab6_when_nosync_check(drv_case *c);
 void lab6_when_once_check(drv_case *c);
+void lab6_when_late_check(drv_case *c);
 void lab6_model(drv_case *c, drv_model *m);
 /* player */
 void lab6_player_init(void);

@@ -109,7 +109,7 @@ void lab6_play_train(drv_case *c) {
         const int *ys = y + (size_t)s * local;
         m.bias_first = lab6_bias_first(kind, s, c->rank);
         memset(&rec[s], 0, sizeof rec[s]);
-        if (kind == RUN_NOSYNC || kind == RUN_WHEN) ddp_set_sync(&d, lab6_step_syncs(kind, s));
+        if (kind == RUN_NOSYNC || kind == RUN_WHEN || kind == RUN_LATE) ddp_set_sync(&d, lab6_step_syncs(kind, s));
         mlp_forward(&m, xs, ys, local);
         if (kind == RUN_REBUILD && s == 1) {
             /* iteration 1: the rebuild happens in ddp_backward_begin; the layout is what

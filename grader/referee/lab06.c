@@ -413,6 +413,27 @@ void lab6_when_once_check(drv_case *c) {
     }
 }
 
+/* rebuild.late: a no_sync micro-step first is not an iteration. The first synced backward
+ * (micro-step 1) is iteration 0: it still runs on the initial buckets, and the rebuild
+ * before micro-step 2 follows rank 0's order in it (b3 W3 W2 b2 W1 b1), not the order of
+ * the no_sync pass before it (W3 b3 W2 b2 W1 b1). */
+void lab6_when_late_check(drv_case *c) {
+    if (!c->ran) return;
+    int h = lab6_opts()->hidden, order[LAB6_NPARAMS];
+    lab6_caps k = lab6_caps_of((int)c->arg[2], h);
+    lab6_ready_order(lab6_bias_first(RUN_LATE, 1, 0), order);
+    l6_expected before = l6_layout_rule(h, REVERSE, k.cap, k.first), after = l6_layout_rule(h, order, k.cap, k.first);
+    const lab6_step *q1 = step_rec(c, 1), *q2 = step_rec(c, 2);
+    if (!layout_is(&q1->layout, &before))
+        drv_fail(c, "micro-step 1, the first synced backward after a no_sync one, does not run on the initial buckets: "
+                    "a no_sync pass is not an iteration, the rebuild waits until a synced one has ended");
+    else if (!layout_is(&q2->layout, &after))
+        drv_fail(c, "micro-step 2: the buckets are not rank 0's order of the first synced backward (b3 W3 W2 b2 W1 b1); "
+                    "the order of a no_sync pass before it does not count");
+    if (drv_max(drv_failed(c)) > 0) return;
+    judge_params(c, "parameters differ between ranks", "through a no_sync pass, the first synced one and the rebuild vs single-rank");
+}
+
 /* Every case frees what it allocated: the player's pl_mem_in_use after ddp_free and the
  * model's buffers against before (its own accounting: docs/grader.md). */
 void lab6_model(drv_case *c, drv_model *m) {

@@ -61,7 +61,7 @@ typedef struct {
     bool sync;                     /* false inside no_sync: no communication at all        */
     int iteration;                 /* synced backward passes completed                    */
     bool rebuilt;                  /* buckets rebuilt in the observed order already        */
-    int ready_order[DDP_MAX_PARAMS]; /* order gradients became ready (first iteration)    */
+    int ready_order[DDP_MAX_PARAMS]; /* order gradients became ready (first synced pass)   */
     int nready;
     pl_event *comm_done;           /* recorded on the comm stream after the last launch    */
     void *extra;                   /* yours, if you need more state                        */
