@@ -90,6 +90,9 @@ lab2_error_shapes lab2_error_shapes_of(const drv_case *c) {
     case LAB2_E_MLP_BACKWARD: /* after a valid forward of three tokens: dx one column too wide */
         e.x[0] = 3, e.x[1] = k, e.dy[0] = 3, e.dy[1] = k, e.dx[0] = 3, e.dx[1] = k + 1;
         break;
+    case LAB2_E_MLP_BACKWARD_TOKENS: /* after a valid forward of x's first three rows: five tokens, one past max_tokens */
+        e.x[0] = 5, e.x[1] = k, e.dy[0] = 5, e.dy[1] = k, e.dx[0] = 5, e.dx[1] = k;
+        break;
     default: break; /* the inits get no tensor */
     }
     return e;
@@ -172,8 +175,9 @@ static void plan_linear(const drv_test *t, drv_plan *p) {
 
 static void plan_mlp(const drv_test *t, drv_plan *p) {
     bool small = !strcmp(g_flags2.shapes, "small");
-    int64_t sh[2][3] = {{5, 16, 64}, {small ? 17 : 64, small ? 32 : 128, small ? 64 : 512}};
-    for (int i = 0; i < 2; i++)
+    /* the third: d = 13 divides by no world size but 1; only ffn is split */
+    int64_t sh[3][3] = {{5, 16, 64}, {small ? 17 : 64, small ? 32 : 128, small ? 64 : 512}, {3, 13, 40}};
+    for (int i = 0; i < 3; i++)
         for (int bwd = 0; bwd < 2; bwd++) {
             drv_instance *in = drv_plan_add(p, t, "mlp.%s.T%lld.d%lld.ffn%lld", bwd ? "bwd" : "fwd", (long long)sh[i][0],
                                             (long long)sh[i][1], (long long)sh[i][2]);
@@ -196,7 +200,7 @@ static void plan_errors(const drv_test *t, drv_plan *p) {
         "error.not_divisible.column", "error.not_divisible.row", "error.not_divisible.mlp",
         "error.shape.row_forward", "error.shape.column_forward", "error.shape.column_backward",
         "error.shape.row_backward", "error.shape.column_backward_dy", "error.shape.row_backward_dy",
-        "error.shape.mlp_forward", "error.shape.mlp_backward"};
+        "error.shape.mlp_forward", "error.shape.mlp_backward", "error.shape.mlp_backward_tokens"};
     for (int i = pl_world() > 1 ? 0 : LAB2_E_ROW_FORWARD; i < LAB2_E_COUNT; i++) {
         drv_instance *in = drv_plan_add(p, t, "%s", NAMES[i]);
         in->arg[0] = i, in->arg[1] = i < LAB2_E_ROW_FORWARD ? LAB2_ERR_NOT_DIVISIBLE : LAB2_ERR_SHAPE;

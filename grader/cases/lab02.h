@@ -87,7 +87,7 @@ typedef struct {
 /* The error cases: which call, on which layer, with which tensors (rows x cols each). */
 enum { LAB2_E_COLUMN_INIT, LAB2_E_ROW_INIT, LAB2_E_MLP_INIT, LAB2_E_ROW_FORWARD, LAB2_E_COLUMN_FORWARD,
        LAB2_E_COLUMN_BACKWARD, LAB2_E_ROW_BACKWARD, LAB2_E_COLUMN_BACKWARD_DY, LAB2_E_ROW_BACKWARD_DY,
-       LAB2_E_MLP_FORWARD, LAB2_E_MLP_BACKWARD, LAB2_E_COUNT };
+       LAB2_E_MLP_FORWARD, LAB2_E_MLP_BACKWARD, LAB2_E_MLP_BACKWARD_TOKENS, LAB2_E_COUNT };
 typedef struct {
     int64_t k;                        /* 8 n: divides by n                                   */
     int64_t x[2], y[2], dy[2], dx[2]; /* the tensors the call gets ({0, 0}: none)            */

@@ -262,9 +262,11 @@ void err_play(drv_case *c) {
     else if (which >= LAB2_E_MLP_FORWARD)
         st.init_rc = tp_mlp_init(&p->m, e.k, 2 * e.k, 4, a.seed, LAB2_MLP_ID, w);
     if (!drv_everyone(st.init_rc == TP_OK)) goto out;
-    if (which == LAB2_E_MLP_BACKWARD) {
-        p->y_fwd = pl_malloc_floats((size_t)(e.x[0] * e.x[1]));
-        st.fwd_rc = tp_mlp_forward(&p->m, err_t(c, "x", e.x), pl_tensor_view(p->y_fwd, e.x[0], e.x[1]), drv_stream(c));
+    if (which == LAB2_E_MLP_BACKWARD || which == LAB2_E_MLP_BACKWARD_TOKENS) {
+        int64_t rows = 3; /* x's first three rows: within max_tokens */
+        p->y_fwd = pl_malloc_floats((size_t)(rows * e.x[1]));
+        st.fwd_rc = tp_mlp_forward(&p->m, slot_t(c, "x", rows, e.x[1], e.x[1]), pl_tensor_view(p->y_fwd, rows, e.x[1]),
+                                   drv_stream(c));
         if (!drv_everyone(st.fwd_rc == TP_OK)) goto out;
     }
     drv_measure_slot(c, "counters", err_call, &a);

@@ -459,7 +459,9 @@ void err_check(drv_case *c) {
     if (which >= LAB2_E_ROW_FORWARD &&
         !api_ok(c, ps.init_rc, which >= LAB2_E_MLP_FORWARD ? "tp_mlp_init of a valid MLP" : "tp_linear_init of a valid layer"))
         return;
-    if (which == LAB2_E_MLP_BACKWARD && !api_ok(c, ps.fwd_rc, "tp_mlp_forward of a valid input")) return;
+    if ((which == LAB2_E_MLP_BACKWARD || which == LAB2_E_MLP_BACKWARD_TOKENS) &&
+        !api_ok(c, ps.fwd_rc, "tp_mlp_forward of a valid input"))
+        return;
     if (drv_min(ps.called != 0) == 0) return;
     drv_use_counters(c, "counters");
     drv_counters k = drv_counters_of(c, "counters");

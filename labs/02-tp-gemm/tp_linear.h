@@ -105,7 +105,8 @@ int tp_mlp_init(tp_mlp *m, int64_t d, int64_t ffn, int64_t max_tokens, uint64_t 
 void tp_mlp_free(tp_mlp *m);
 /* x [T x d], y [T x d] contiguous, T <= max_tokens; all replicated. */
 int tp_mlp_forward(tp_mlp *m, pl_tensor x, pl_tensor y, pl_stream *s);
-/* x [T x d] as in forward (forward must have run on it), dy [T x d], dx [T x d]. */
+/* x [T x d] as in forward (forward must have run on it), dy [T x d], dx [T x d];
+ * T <= max_tokens here too (the scratch holds max_tokens rows): TP_ERR_SHAPE otherwise. */
 int tp_mlp_backward(tp_mlp *m, pl_tensor x, pl_tensor dy, pl_tensor dx, pl_stream *s);
 
 /* ---- helpers you may use (given) ----------------------------------------------------- */
