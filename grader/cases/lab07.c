@@ -47,7 +47,10 @@ const l7_variant_info L7_VARIANTS[L7_NVARIANTS] = {
 };
 
 const l7_pair L7_PAIRS[L7_NPAIRS] = {
-    {4, 2, V_Z3, V_Z1}, {2, 4, V_Z1, V_Z3}, {3, 8, V_Z2, V_Z3N}, {8, 1, V_Z3, V_Z2}, {1, 3, V_Z3N, V_Z2}};
+    {4, 2, V_Z3, V_Z1}, {2, 4, V_Z1, V_Z3}, {3, 8, V_Z2, V_Z3N}, {8, 1, V_Z3, V_Z2}, {1, 3, V_Z3N, V_Z2},
+    /* mixed precision (both reduce in bf16): the load rebuilds the bf16 parameters from the
+     * fp32 masters it read */
+    {3, 2, V_B3, V_B1}};
 
 const char *const L7_DAMAGE_NAMES[CK_NKINDS] = {"truncated", "metadata", "missing", "other_model"};
 
@@ -94,7 +97,8 @@ static void plan_ckpt(const drv_test *t, drv_plan *p) {
     int np = pl_world();
     for (int i = 0; i < L7_NPAIRS; i++)
         if (np >= L7_PAIRS[i].n && np >= L7_PAIRS[i].m)
-            drv_plan_add(p, t, "ckpt.%dto%d", L7_PAIRS[i].n, L7_PAIRS[i].m)->arg[0] = i;
+            drv_plan_add(p, t, "ckpt.%s%dto%d", L7_VARIANTS[L7_PAIRS[i].load].param == L7_BF16 ? "bf16." : "",
+                         L7_PAIRS[i].n, L7_PAIRS[i].m)->arg[0] = i;
     if (np >= 2) drv_plan_add(p, t, "ckpt.errors")->arg[0] = -1;
 }
 

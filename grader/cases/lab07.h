@@ -94,8 +94,8 @@ typedef struct {
     int n, m;
     l7_variant save, load;
 } l7_pair;
-extern const l7_pair L7_PAIRS[5];
-enum { L7_NPAIRS = 5 };
+extern const l7_pair L7_PAIRS[6];
+enum { L7_NPAIRS = 6 };
 /* The damaged checkpoints of ckpt.errors, in the order the player tries them. */
 typedef enum { CK_TRUNCATED, CK_METADATA, CK_MISSING, CK_OTHER_MODEL, CK_NKINDS } l7_damage;
 extern const char *const L7_DAMAGE_NAMES[CK_NKINDS];

@@ -391,9 +391,13 @@ void l7_ckpt_check(drv_case *c) {
     drv_num(c, "ckpt_bytes_read", read);
     if (read != want)
         drv_fail(c, "the loads read %.0f bytes of the rank files; the pieces they fill hold %.0f (master, m, v once)", read, want);
-    const l7_ref *ref = l7_reference(L, L7_FP32);
-    if (l7_check_params(c, L, o, ref, l7_adam_tolerance(), "after the save, the load and the rest of the steps"))
-        l7_check_losses(c, o, ref, half, L->f->steps - half, L7_PAIRS[i].m, l7_adam_tolerance());
+    /* the uninterrupted single-rank run of the loaded variant's precision (a pair saves and
+     * loads in one precision) */
+    int dtype = L7_VARIANTS[L7_PAIRS[i].load].param;
+    const l7_ref *ref = l7_reference(L, dtype);
+    double tol = dtype == L7_BF16 ? l7_bf16_tolerance(L) : l7_adam_tolerance();
+    if (l7_check_params(c, L, o, ref, tol, "after the save, the load and the rest of the steps"))
+        l7_check_losses(c, o, ref, half, L->f->steps - half, L7_PAIRS[i].m, tol);
 }
 
 void l7_ckpt_teardown(drv_case *c) {
