@@ -19,7 +19,6 @@
 #include <netdb.h>  // defines: getaddrinfo
 #include <poll.h>
 #include <sys/prctl.h>
-#include <sys/random.h> // defines: getrandom
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -157,12 +156,7 @@ static void engine_connect(const char *sock, const char *tcp, const char *secret
         strlen(ne) != HS_NONCE_HEX)
         channel_fail(where, "no challenge from", "is that address this run's engine? (rebuild: make clean, then make)");
     unsigned char raw[16];
-    for (size_t got = 0; got < sizeof raw;) {
-        ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) pl_fatal(__FILE__, __LINE__, "getrandom", strerror(errno));
-        got += (size_t)n;
-    }
+    ref_random_bytes(raw, sizeof raw);
     for (int i = 0; i < 16; i++) snprintf(nr + 2 * i, 3, "%02x", raw[i]);
     /* how this referee runs: its uid, and whether a sandbox's user namespace holds it (its
      * uid map is not the whole identity one); its player gets its filters either way */

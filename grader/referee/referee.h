@@ -105,6 +105,9 @@ void check_leak(drv_case *c, const char *sites);
 bool check_guards(drv_case *c, const char *when);
 const char *verdict_name(drv_verdict v);
 uint64_t hand_seed(void);
+/* n bytes from the kernel's random source (getrandom, retried when interrupted; fatal if
+ * it fails): keys and nonces the player cannot predict. */
+void ref_random_bytes(void *buf, size_t n);
 
 /* ---- slots.c */
 void region_open(void);

@@ -208,18 +208,21 @@ bool drv_graded(void) { return g_ref.graded; }
 /* Graded: SipHash-2-4 of a counter under a key of this referee's own, drawn from the kernel
  * once (the player cannot read this process; a system call per number cost a third of a
  * Lab 1 grading's CPU time in getrandom). By hand: reproducible. */
+void ref_random_bytes(void *buf, size_t n) {
+    for (size_t got = 0; got < n;) {
+        ssize_t k = getrandom((unsigned char *)buf + got, n - got, 0);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) pl_fatal(__FILE__, __LINE__, "getrandom", strerror(errno));
+        got += (size_t)k;
+    }
+}
+
 uint64_t drv_unpredictable(void) {
     static uint64_t state, count;
     static unsigned char key[SIPHASH_KEY_BYTES];
     static bool keyed;
     if (g_ref.graded) {
-        for (size_t got = 0; !keyed && got < sizeof key;) {
-            ssize_t n = getrandom(key + got, sizeof key - got, 0);
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) pl_fatal(__FILE__, __LINE__, "getrandom", strerror(errno));
-            got += (size_t)n;
-            keyed = got == sizeof key;
-        }
+        if (!keyed) ref_random_bytes(key, sizeof key), keyed = true;
         return siphash_record(key, count++, "u", 1);
     }
     state = splitmix(state + hand_seed());
