@@ -26,7 +26,8 @@
  *               too), continue: equal to the uninterrupted run
  *   ckpt.errors truncated, mismatching, missing, another model's (damaged or written by the
  *               referee): refused naming the file, nothing changed
- * with V = z1 z2 z3 z3n (fp32) and bf16.z1 bf16.z2 bf16.z3.
+ * with V = z1 z2 z3 z3n (fp32) and bf16.z1 bf16.z2 bf16.z3 bf16.z3f (reduce: bf16, fp32, bf16,
+ * fp32).
  */
 #include <stdio.h>
 #include <string.h>
@@ -43,7 +44,7 @@ const l7_variant_info L7_VARIANTS[L7_NVARIANTS] = {
     {"z1", 1, true, L7_FP32, L7_FP32},      {"z2", 2, true, L7_FP32, L7_FP32},
     {"z3", 3, true, L7_FP32, L7_FP32},      {"z3n", 3, false, L7_FP32, L7_FP32},
     {"bf16.z1", 1, true, L7_BF16, L7_BF16}, {"bf16.z2", 2, true, L7_BF16, L7_FP32},
-    {"bf16.z3", 3, true, L7_BF16, L7_BF16},
+    {"bf16.z3", 3, true, L7_BF16, L7_BF16}, {"bf16.z3f", 3, true, L7_BF16, L7_FP32},
 };
 
 const l7_pair L7_PAIRS[L7_NPAIRS] = {

@@ -77,7 +77,7 @@ typedef struct {
 const l7_flags *l7_opts(void);
 
 /* A stage with its options: the training runs of the graded cases. */
-typedef enum { V_Z1, V_Z2, V_Z3, V_Z3N, V_B1, V_B2, V_B3, L7_NVARIANTS } l7_variant;
+typedef enum { V_Z1, V_Z2, V_Z3, V_Z3N, V_B1, V_B2, V_B3, V_B3F, L7_NVARIANTS } l7_variant;
 typedef struct {
     const char *name; /* case-name part: "z1", "z3n", "bf16.z2" */
     int stage;
