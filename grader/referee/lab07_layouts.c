@@ -136,6 +136,9 @@ static void ask(const l7_lab *L, int which, layouts *q) {
         for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
             for (int w = 1; w <= 9; w++)
                 for (int r = 0; r < w; r++) q->cq[q->nc++] = (l7_chunk_q){.dim0 = dims[d], .world = w, .rank = r};
+        /* the guards: no world (chunk 0, nothing held, no division by it) */
+        q->cq[q->nc++] = (l7_chunk_q){.dim0 = 5, .world = 0, .rank = 0};
+        q->cq[q->nc++] = (l7_chunk_q){.dim0 = 7, .world = -2, .rank = 0};
     } else {
         static const int worlds[] = {1, 2, 3, 4, 5, 8};
         q->pq = xcalloc(2048, sizeof *q->pq);
