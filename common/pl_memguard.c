@@ -38,6 +38,9 @@ static void *alloc(size_t bytes, const char *file, int line, const void *caller)
         pl_dev->memset(raw, PL_GUARD_BYTE, PL_GUARD_BYTES, NULL);
         pl_dev->memset(p, PL_FRESH_BYTE, bytes, NULL);
         pl_dev->memset(p + bytes, PL_GUARD_BYTE, PL_GUARD_BYTES, NULL);
+        /* on a GPU these ran on the compute stream: done before the caller's first work on
+         * any other stream (a race with it would put NaN back over what it wrote) */
+        if (pl_dev->stream_sync) pl_dev->stream_sync(pl_stream_compute());
     }
     pl_alloc_info a = {.ptr = p, .bytes = bytes, .file = file, .line = line,
                        .caller = file ? NULL : caller, .guarded = guarded};
